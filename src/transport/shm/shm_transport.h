@@ -1,0 +1,41 @@
+// Shared-memory links between ranks of one host.
+//
+// One segment per pair of ranks of a communicator, holding two single-producer
+// single-consumer rings (one per direction). Whichever side arrives first creates it
+// (O_CREAT|O_EXCL) and initialises it; the second maps it and unlinks the name at once, so
+// nothing is left in /dev/shm once both are attached, whatever happens to them later. The
+// launcher removes the rare segment orphaned between creation and attachment
+// (shm_remove_job_segments). Pages are pre-faulted at creation.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/clock.h"
+#include "transport/link.h"
+
+namespace hoop::transport {
+
+struct ShmLinkParams {
+  std::string job_id;     // names segments: /dev/shm/hoop-<job_id>-...
+  uint64_t comm_id = 0;
+  int my_rank = -1;       // ranks within the communicator
+  int peer_rank = -1;
+  pid_t peer_pid = 0;     // for liveness checks
+  size_t capacity = 0;    // bytes per direction; 0: default (HOOP_SHM_RING_BYTES or 4 MiB)
+};
+
+// Blocks until the link is attached on this side (never waits for the peer to attach, only
+// for a peer that created the segment to finish initialising it), or throws at deadline.
+std::unique_ptr<Link> shm_connect(const ShmLinkParams& params, TimePoint deadline);
+
+// "hoop-<job_id>-": the name prefix of every segment of a job.
+std::string shm_segment_prefix(const std::string& job_id);
+// Unlinks every segment of the job left in /dev/shm; returns how many.
+size_t shm_remove_job_segments(const std::string& job_id);
+
+}  // namespace hoop::transport

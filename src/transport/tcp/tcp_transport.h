@@ -1,0 +1,63 @@
+// TCP links between hosts (and, when forced with HOOP_TRANSPORT=tcp, within one host).
+//
+// Each process has one TcpListener, shared by its communicators. For a pair of ranks the lower
+// rank connects and the higher accepts, so both sides may call tcp_connect in any order without
+// deadlock. Every connection starts with a handshake (magic, protocol version, job key, secret
+// key, communicator id, both ranks, channel); anything else on the port is rejected, logged and
+// closed without disturbing the job.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/clock.h"
+#include "transport/link.h"
+
+namespace hoop::transport {
+
+struct TcpLinkParams {
+  uint64_t comm_id = 0;
+  int my_rank = -1;    // ranks within the communicator
+  int peer_rank = -1;
+  int channel = 0;     // several sockets per peer pair (multi-ring)
+  // The peer's published addresses ("1.2.3.4:5000", "[::1]:5000"), tried in order.
+  std::vector<std::string> peer_addresses;
+  bool same_host = false;  // peer is on this host: connect over loopback
+};
+
+class TcpListener {
+ public:
+  // Listens on all interfaces; publishes the addresses of the interfaces HOOP_SOCKET_IFNAME
+  // selects ("eth0", prefix match; "^docker,lo" excludes; "=eth0" exact), else every
+  // non-loopback interface that is up, plus loopback. job_id and HOOP_SECRET go into the
+  // handshake keys.
+  explicit TcpListener(const std::string& job_id);
+  ~TcpListener();
+  TcpListener(const TcpListener&) = delete;
+  TcpListener& operator=(const TcpListener&) = delete;
+
+  // Addresses for peers on other hosts, then the loopback ones ("[::1]:p", "127.0.0.1:p").
+  std::vector<std::string> addresses() const;
+  uint16_t port() const;
+  uint64_t job_key() const;
+  uint64_t secret_key() const;
+  // Connections rejected so far (bad handshake, wrong job or secret, garbage).
+  uint64_t rejected() const;
+
+  // Returns the connected socket of the handshake (comm_id, from=peer, to=my_rank, channel),
+  // accepting and sorting incoming connections until it arrives; throws at deadline.
+  int accept_from(uint64_t comm_id, int peer, int my_rank, int channel, TimePoint deadline);
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+std::unique_ptr<Link> tcp_connect(TcpListener& listener, const TcpLinkParams& params,
+                                  TimePoint deadline);
+
+}  // namespace hoop::transport
