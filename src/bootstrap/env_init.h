@@ -1,15 +1,21 @@
 // Where a rank learns who it is and where to meet the others, from the environment of the
-// launcher that started it. Sources, first match wins:
+// launcher that started it. Sources, first match wins (a family matches when its rank or size
+// variable is set):
 //   hoop-run:  HOOP_RANK, HOOP_WORLD_SIZE, HOOP_LOCAL_RANK, HOOP_LOCAL_SIZE, HOOP_STORE_ADDR
 //              (host:port of the launcher's store), HOOP_JOB_ID
 //   torchrun:  RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT
-//   Slurm:     SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_JOB_ID (+ MASTER_ADDR or the
-//              first host of SLURM_STEP_NODELIST / SLURM_JOB_NODELIST)
 //   Open MPI:  OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK,
 //              OMPI_COMM_WORLD_LOCAL_SIZE
 //   PMI:       PMI_RANK, PMI_SIZE
-// Without HOOP_STORE_ADDR rank 0 serves the store on MASTER_ADDR (default 127.0.0.1) at
-// HOOP_STORE_PORT, or MASTER_PORT + 1 (torch's own store holds MASTER_PORT), or 29411.
+//   Slurm:     SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_JOB_ID (+ MASTER_ADDR or the
+//              first host of SLURM_STEP_NODELIST / SLURM_JOB_NODELIST)
+// Slurm comes after the MPI launchers: mpirun inside a Slurm allocation starts its ranks
+// through srun'd daemons, so they inherit SLURM_PROCID of the daemon (one per node), not
+// their own rank.
+// HOOP_STORE_ADDR (host:port, "[v6]:port") names an external store with any source. Without
+// it rank 0 serves the store on MASTER_ADDR (default 127.0.0.1) at HOOP_STORE_PORT, or
+// MASTER_PORT + 1 (torch's own store holds MASTER_PORT), or 29411. HOOP_JOB_ID sets the job
+// id with any source; under Slurm it defaults to SLURM_JOB_ID[.SLURM_STEP_ID].
 #pragma once
 
 #include <cstdint>

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "hoop/types.h"
 
@@ -12,12 +14,19 @@ namespace hoop::kernels {
 
 // dst[i] = op(a[i], b[i]) for i < n. dst may alias a or b (exactly, not partially).
 // RedOp::avg reduces like sum: the division is finish_avg's job, done once at the end.
+// Every instruction set gives bit-identical results: integer sum/prod wrap around; float
+// min(a, b) = (a < b) ? a : b and max(a, b) = (a > b) ? a : b (the SSE/AVX minps/maxps rule:
+// b when either is NaN); a NaN in sum/prod propagates a's first, then b's, made quiet.
+// Buffers not aligned to the element size work, through a slower staged path.
+// Throws hoop::Error{invalid_argument} for an unknown dtype/op, a null buffer (n > 0) or a
+// partial overlap.
 void reduce(void* dst, const void* a, const void* b, size_t n, DataType dt, RedOp op);
 
 // data[i] /= nranks, for the final step of an average (integers: truncating division).
 void finish_avg(void* data, size_t n, DataType dt, int nranks);
 
 // Conversions between f32 and the 16-bit float types (round to nearest even, NaN kept).
+// For f16/bf16 the buffers must not overlap; for f32 this is a copy (overlap allowed).
 void to_f32(float* dst, const void* src, DataType src_dt, size_t n);    // src_dt f16|bf16|f32
 void from_f32(void* dst, DataType dst_dt, const float* src, size_t n);  // dst_dt f16|bf16|f32
 
@@ -26,6 +35,15 @@ void reduce_scalar(void* dst, const void* a, const void* b, size_t n, DataType d
 
 // Name of the instruction set the dispatcher selected ("avx512", "avx2", "sse2", "scalar").
 std::string_view active_isa() noexcept;
+
+// The instruction sets this CPU can run, narrowest first (always starts "scalar", "sse2").
+std::vector<std::string_view> available_isas();
+
+// Switches the dispatcher to the named instruction set for every later call in this process
+// (tests and benchmarks compare them). Returns false, changing nothing, for an unknown name or
+// one this CPU lacks. An empty name restores the default choice, re-reading HOOP_KERNEL_ISA.
+// Not meant to race with kernel calls on other threads (they would use either table).
+bool set_isa_for_testing(std::string_view isa);
 
 // Scalar f16/bf16 <-> f32 (exposed for tests and benchmarks' input generation).
 float half_to_float(uint16_t h) noexcept;

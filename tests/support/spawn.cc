@@ -40,19 +40,6 @@ std::shared_ptr<Store> RankContext::store() const {
   return connect_tcp_store("127.0.0.1", store_port, std::chrono::seconds(30));
 }
 
-InitParams RankContext::init_params() const {
-  InitParams p;
-  p.rank = rank;
-  p.size = size;
-  p.store = store();
-  p.job_id = job_id;
-  return p;
-}
-
-std::shared_ptr<Communicator> RankContext::make_comm(CommOptions opts) const {
-  return Communicator::create(init_params(), std::move(opts));
-}
-
 std::string unique_job_id() {
   static std::atomic<int> counter{0};
   return "t" + std::to_string(::getpid()) + "x" + std::to_string(counter++);

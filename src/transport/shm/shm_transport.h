@@ -6,6 +6,10 @@
 // nothing is left in /dev/shm once both are attached, whatever happens to them later. The
 // launcher removes the rare segment orphaned between creation and attachment
 // (shm_remove_job_segments). Pages are pre-faulted at creation.
+//
+// A segment of the same name left by an earlier run under the same job id (already attached
+// by someone in our place, or created by a process other than params.peer_pid) is never
+// attached to: the lower rank removes it and both start over.
 #pragma once
 
 #include <sys/types.h>

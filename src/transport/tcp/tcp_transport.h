@@ -32,14 +32,15 @@ class TcpListener {
  public:
   // Listens on all interfaces; publishes the addresses of the interfaces HOOP_SOCKET_IFNAME
   // selects ("eth0", prefix match; "^docker,lo" excludes; "=eth0" exact), else every
-  // non-loopback interface that is up, plus loopback. job_id and HOOP_SECRET go into the
-  // handshake keys.
+  // non-loopback interface that is up, plus loopback. HOOP_SOCKET_FAMILY=AF_INET|AF_INET6 keeps
+  // one family. job_id and HOOP_SECRET go into the handshake keys. A connection that has not
+  // sent its whole handshake within HOOP_TCP_HANDSHAKE_TIMEOUT seconds (default 5) is dropped.
   explicit TcpListener(const std::string& job_id);
   ~TcpListener();
   TcpListener(const TcpListener&) = delete;
   TcpListener& operator=(const TcpListener&) = delete;
 
-  // Addresses for peers on other hosts, then the loopback ones ("[::1]:p", "127.0.0.1:p").
+  // Addresses for peers on other hosts, then the loopback ones ("127.0.0.1:p", "[::1]:p").
   std::vector<std::string> addresses() const;
   uint16_t port() const;
   uint64_t job_key() const;
@@ -57,6 +58,12 @@ class TcpListener {
   std::unique_ptr<Impl> impl_;
 };
 
+// The link to params.peer_rank: the lower rank connects (retrying with backoff until the
+// deadline), the higher one waits in listener.accept_from. Sockets get TCP_NODELAY and
+// HOOP_SOCKET_BUFFER-sized buffers (default 4 MiB; 0 keeps the kernel's autotuning); received
+// bytes are staged in HOOP_TCP_STAGING_BYTES (default 4 MiB). The link's bytes_read() counts
+// consumed bytes. Throws Error{timeout} at the deadline, Error{protocol} when the peer's
+// listener refuses the handshake (other job or secret).
 std::unique_ptr<Link> tcp_connect(TcpListener& listener, const TcpLinkParams& params,
                                   TimePoint deadline);
 

@@ -1,0 +1,125 @@
+// The communicator's inside: turns a call into (algorithm, schedule, engine run), keeps the
+// issue order with a queue and a progress thread, owns the links to the peers.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/work_state.h"
+#include "engine/engine.h"
+#include "engine/scratch.h"
+#include "hoop/communicator.h"
+#include "schedule/schedule.h"
+#include "transport/link.h"
+#include "transport/tcp/tcp_transport.h"
+#include "transport/waiter.h"
+
+namespace hoop::detail {
+
+// What every rank publishes about itself at start-up.
+struct PeerInfo {
+  std::string host_id;
+  int pid = 0;
+  std::vector<std::string> tcp;  // the listener's addresses
+};
+
+std::string encode_peer_info(const PeerInfo& p);
+PeerInfo decode_peer_info(const std::string& json);
+
+// Shared by a world communicator and every communicator split from it.
+struct JobContext {
+  std::string job_id;
+  std::shared_ptr<Store> store;
+  std::shared_ptr<transport::TcpListener> listener;
+};
+
+// One call, as queued.
+struct OpTask {
+  schedule::CollectiveDesc desc;
+  DataType dtype = DataType::f32;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  OpOptions opts;
+  std::shared_ptr<WorkState> work;
+  uint64_t seq = 0;
+};
+
+class CommImpl {
+ public:
+  CommImpl(std::shared_ptr<JobContext> job, uint64_t comm_id, int rank, std::vector<PeerInfo> peers,
+           const CommOptions& opts);
+  ~CommImpl();
+
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(peers_.size()); }
+  int local_rank() const { return local_rank_; }
+  int local_size() const { return local_size_; }
+  const std::string& job_id() const { return job_->job_id; }
+  uint64_t comm_id() const { return comm_id_; }
+
+  // Validates (throwing invalid_argument at once), then runs in issue order.
+  Work submit(OpTask task, bool blocking);
+  std::shared_ptr<Communicator> split(int color, int key);
+  void abort(const std::string& reason);
+  bool aborted() const { return abort_flag_.load(); }
+
+  void set_timeout(std::chrono::milliseconds t) { timeout_ms_.store(t.count()); }
+  std::chrono::milliseconds timeout() const { return std::chrono::milliseconds(timeout_ms_.load()); }
+
+  CommStats stats();
+  void reset_stats();
+  std::string last_algorithm();
+
+ private:
+  void validate(const OpTask& t) const;
+  void execute(const OpTask& t);
+  void run_schedule(const schedule::RankSchedule& s, DataType elem, const engine::Buffers& bufs,
+                    const engine::OpIdentity& id, std::chrono::milliseconds timeout);
+  void run_half_precision(const OpTask& t, const std::string& algo, engine::OpIdentity id,
+                          std::chrono::milliseconds timeout);
+  std::string choose_algorithm(const OpTask& t) const;
+  transport::Link& link(int peer, TimePoint deadline);
+  void fail(const Error& e);
+  void poison_links(const std::string& reason) noexcept;
+  void worker_loop();
+  void run_task(OpTask& t);
+
+  std::shared_ptr<JobContext> job_;
+  uint64_t comm_id_;
+  int rank_;
+  std::vector<PeerInfo> peers_;
+  int local_rank_ = 0;
+  int local_size_ = 1;
+  std::string transport_mode_;  // auto, shm, tcp
+  std::atomic<int64_t> timeout_ms_;
+  uint64_t split_count_ = 0;
+
+  // Engine state: touched only by the thread running an operation (busy_ guards it).
+  std::vector<std::unique_ptr<transport::Link>> links_;
+  transport::Waiter waiter_;
+  std::atomic<bool> abort_flag_{false};
+  engine::Engine engine_;
+  engine::ScratchPool scratch_;
+  engine::ScratchPool staging_;  // f32 copies for f16/bf16 reductions
+  std::vector<engine::PeerCounters> counters_;
+  uint64_t ops_done_ = 0;
+  std::string last_algorithm_;
+  std::exception_ptr failure_;  // set once an operation failed: the communicator is unusable
+
+  // Issue order.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<OpTask> queue_;
+  bool busy_ = false;
+  bool stop_ = false;
+  uint64_t next_seq_ = 0;
+  std::thread worker_;
+};
+
+}  // namespace hoop::detail

@@ -1,0 +1,98 @@
+// Creating the world communicator: agree on a job id, publish who we are and how to reach us,
+// read everyone else's record.
+#include <unistd.h>
+
+#include <random>
+
+#include "bootstrap/env_init.h"
+#include "bootstrap/host_id.h"
+#include "comm/comm_impl.h"
+#include "core/errors.h"
+#include "core/log.h"
+
+namespace hoop {
+
+namespace {
+
+std::string random_job_id() {
+  std::random_device rd;
+  std::mt19937_64 gen((static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(::getpid()));
+  return fmt::format("{:012x}", gen() & 0xffffffffffffull);
+}
+
+// One listener per process and job, shared by every communicator of that job.
+std::shared_ptr<transport::TcpListener> listener_for(const std::string& job_id) {
+  static std::mutex mu;
+  static std::weak_ptr<transport::TcpListener> current;
+  static std::string current_job;
+  std::lock_guard lk(mu);
+  if (auto l = current.lock(); l && current_job == job_id) return l;
+  auto l = std::make_shared<transport::TcpListener>(job_id);
+  current = l;
+  current_job = job_id;
+  return l;
+}
+
+}  // namespace
+
+std::shared_ptr<Communicator> Communicator::create(const InitParams& params, CommOptions opts) {
+  const ErrorContext ctx{params.rank, "init", 0, -1};
+  if (params.size < 1 || params.rank < 0 || params.rank >= params.size) {
+    throw_error(ErrorCode::invalid_argument,
+                fmt::format("rank {} / size {} is not a valid rank of a group", params.rank, params.size), ctx);
+  }
+  if (!params.store) throw_error(ErrorCode::invalid_argument, "InitParams::store is null", ctx);
+  log::set_rank(params.rank);
+  auto job = std::make_shared<detail::JobContext>();
+  job->store = params.store;
+  job->job_id = params.job_id;
+  if (job->job_id.empty()) {
+    // Rank 0 proposes; whatever the store holds first wins.
+    const std::string proposal = params.rank == 0 ? random_job_id() : std::string();
+    if (params.rank == 0) {
+      const Bytes v = job->store->compare_set("hoop/job_id", Bytes{}, Bytes(proposal.begin(), proposal.end()));
+      job->job_id.assign(v.begin(), v.end());
+    } else {
+      job->job_id = job->store->get_string("hoop/job_id");
+    }
+  }
+  job->listener = listener_for(job->job_id);
+
+  detail::PeerInfo me;
+  me.host_id = bootstrap::host_id();
+  me.pid = static_cast<int>(::getpid());
+  me.tcp = job->listener->addresses();
+  job->store->set_string(fmt::format("hoop/c0/peer/{}", params.rank), detail::encode_peer_info(me));
+  std::vector<detail::PeerInfo> peers;
+  peers.reserve(static_cast<size_t>(params.size));
+  for (int r = 0; r < params.size; ++r) {
+    peers.push_back(r == params.rank ? me
+                                     : detail::decode_peer_info(job->store->get_string(fmt::format("hoop/c0/peer/{}", r))));
+  }
+  HOOP_INFO("rank {} of {} up (job {}, host {}, tcp {})", params.rank, params.size, job->job_id,
+            me.host_id, fmt::join(me.tcp, " "));
+  return std::make_shared<Communicator>(
+      std::make_unique<detail::CommImpl>(std::move(job), 0, params.rank, std::move(peers), opts));
+}
+
+std::shared_ptr<Communicator> Communicator::from_env(CommOptions opts) {
+  const bootstrap::EnvInit e = bootstrap::read_init_env();
+  InitParams p;
+  p.rank = e.rank;
+  p.size = e.size;
+  p.local_rank = e.local_rank;
+  p.job_id = e.job_id;
+  if (!e.store_external && e.rank == 0) {
+    // Rank 0 serves the store for the job's lifetime (the process's, in practice).
+    static std::unique_ptr<TcpStoreServer> server;
+    if (!server) server = std::make_unique<TcpStoreServer>("", e.store_port);
+    p.store = connect_tcp_store("127.0.0.1", e.store_port);
+  } else {
+    p.store = connect_tcp_store(e.store_host, e.store_port);
+  }
+  HOOP_INFO("init from {} environment: rank {} of {}, store {}:{}", e.source, e.rank, e.size,
+            e.store_host, e.store_port);
+  return create(p, std::move(opts));
+}
+
+}  // namespace hoop

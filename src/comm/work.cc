@@ -1,0 +1,21 @@
+#include "comm/work_state.h"
+#include "core/errors.h"
+#include "hoop/communicator.h"
+
+namespace hoop {
+
+Work::Work(std::shared_ptr<detail::WorkState> state) : state_(std::move(state)) {}
+
+namespace {
+detail::WorkState& checked(const std::shared_ptr<detail::WorkState>& s) {
+  if (!s) throw_error(ErrorCode::invalid_argument, "Work handle is empty (default-constructed)");
+  return *s;
+}
+}  // namespace
+
+bool Work::test() { return checked(state_).wait_for(std::chrono::nanoseconds(0)); }
+void Work::wait() { checked(state_).wait(); }
+bool Work::wait_for(std::chrono::milliseconds limit) { return checked(state_).wait_for(limit); }
+uint64_t Work::seq() const { return checked(state_).seq(); }
+
+}  // namespace hoop

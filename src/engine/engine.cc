@@ -1,0 +1,393 @@
+#include "engine/engine.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/env.h"
+#include "core/errors.h"
+#include "core/log.h"
+#include "engine/frame_check.h"
+#include "kernels/reduce.h"
+#include "transport/frame.h"
+
+namespace hoop::engine {
+
+using schedule::Action;
+using schedule::ActionKind;
+using schedule::Buf;
+using transport::FrameHeader;
+using transport::padded_size;
+
+EngineConfig config_from_env(int local_ranks) {
+  EngineConfig cfg;
+  if (auto s = env::get_size("HOOP_SLICE_BYTES")) cfg.slice_bytes = std::max<uint64_t>(*s, 4096);
+  const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
+  // With more ranks than cores a spinning rank steals the core its peer needs: yield instead.
+  cfg.yield_while_spinning = cores > 0 && local_ranks > cores;
+  if (auto us = env::get_int("HOOP_SPIN_US")) cfg.spin = std::chrono::microseconds(std::max<int64_t>(*us, 0));
+  return cfg;
+}
+
+Engine::Engine(LinkGetter get_link, transport::Waiter& waiter, const std::atomic<bool>& abort_flag,
+               EngineConfig cfg)
+    : get_link_(std::move(get_link)), waiter_(waiter), abort_(abort_flag), cfg_(cfg) {}
+
+namespace {
+
+constexpr std::chrono::milliseconds kLivenessPeriod{100};
+alignas(8) const std::byte kZeros[8] = {};
+
+// The per-operation state of one peer's link: the header each way and the bytes each way.
+struct PeerState {
+  transport::Link* link = nullptr;
+  uint64_t tx_total = 0;  // wire bytes this op sends to the peer (padding included)
+  uint64_t rx_total = 0;
+  bool sends = false, receives = false;
+  FrameHeader tx_header;
+  size_t tx_header_done = 0;
+  FrameHeader rx_header;
+  size_t rx_header_done = 0;
+  bool rx_header_checked = false;
+};
+
+struct Progress {
+  size_t data_bytes = 0;
+  size_t data_done = 0;
+  size_t pad_done = 0;
+  bool complete = false;
+  size_t pad() const { return padded_size(data_bytes) - data_bytes; }
+};
+
+class Run {
+ public:
+  Run(const Engine::LinkGetter& get_link, transport::Waiter& waiter, const std::atomic<bool>& abort,
+      const EngineConfig& cfg, const schedule::RankSchedule& sched, DataType elem, int nranks,
+      const Buffers& bufs, const OpIdentity& id, std::chrono::milliseconds stall_timeout,
+      std::vector<PeerCounters>& counters)
+      : get_link_(get_link), waiter_(waiter), abort_(abort), cfg_(cfg), sched_(sched), elem_(elem),
+        esize_(dtype_size(elem)), nranks_(nranks), bufs_(bufs), id_(id),
+        stall_timeout_(stall_timeout), counters_(counters), peers_(static_cast<size_t>(nranks)) {
+    if (counters_.size() < static_cast<size_t>(nranks)) counters_.resize(static_cast<size_t>(nranks));
+  }
+
+  void execute() {
+    plan_links();
+    for (step_ = 0; step_ < sched_.steps.size(); ++step_) run_step(sched_.steps[step_]);
+  }
+
+  int current_peer() const { return waiting_peer_; }
+
+ private:
+  std::byte* ptr(const schedule::Range& r) const {
+    std::byte* base = nullptr;
+    switch (r.buf) {
+      case Buf::send: base = static_cast<std::byte*>(const_cast<void*>(bufs_.send)); break;
+      case Buf::recv: base = static_cast<std::byte*>(bufs_.recv); break;
+      case Buf::scratch: base = static_cast<std::byte*>(bufs_.scratch); break;
+    }
+    return base + r.offset * esize_;
+  }
+
+  // Totals per link for the headers, then connect every link the schedule uses.
+  void plan_links() {
+    const TimePoint deadline = Clock::now() + stall_timeout_;
+    for (const auto& step : sched_.steps) {
+      for (const Action& a : step.actions) {
+        if (a.kind == ActionKind::send) {
+          auto& p = peers_.at(static_cast<size_t>(a.peer));
+          p.sends = true;
+          p.tx_total += padded_size(a.src.count * esize_);
+        } else if (a.kind == ActionKind::recv_copy || a.kind == ActionKind::recv_reduce) {
+          auto& p = peers_.at(static_cast<size_t>(a.peer));
+          p.receives = true;
+          p.rx_total += padded_size(a.dst.count * esize_);
+        }
+      }
+    }
+    for (int peer = 0; peer < nranks_; ++peer) {
+      PeerState& p = peers_[static_cast<size_t>(peer)];
+      if (!p.sends && !p.receives) continue;
+      waiting_peer_ = peer;
+      p.link = &get_link_(peer, deadline);
+      p.tx_header = make_header(id_, p.tx_total);
+    }
+    waiting_peer_ = -1;
+  }
+
+  void run_local(const Action& a) {
+    if (a.kind == ActionKind::copy) {
+      if (a.src.count > 0 && ptr(a.src) != ptr(a.dst)) {
+        std::memmove(ptr(a.dst), ptr(a.src), a.src.count * esize_);
+      }
+    } else if (a.kind == ActionKind::finish_avg) {
+      kernels::finish_avg(ptr(a.dst), a.dst.count, elem_, nranks_);
+    }
+  }
+
+  void run_step(const schedule::Step& step) {
+    const size_t n = step.actions.size();
+    progress_.assign(n, Progress{});
+    size_t pending = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const Action& a = step.actions[i];
+      if (a.kind == ActionKind::copy || a.kind == ActionKind::finish_avg) {
+        run_local(a);
+        progress_[i].complete = true;
+      } else {
+        progress_[i].data_bytes = (a.kind == ActionKind::send ? a.src.count : a.dst.count) * esize_;
+        ++pending;
+      }
+    }
+    TimePoint last_progress = Clock::now();
+    TimePoint last_liveness = last_progress;
+    while (pending > 0) {
+      if (abort_.load(std::memory_order_relaxed)) {
+        throw_error(ErrorCode::aborted, "the communicator was aborted", ctx(-1));
+      }
+      size_t finished = 0;
+      const bool moved = pass(step, &finished);
+      pending -= finished;
+      if (moved) {
+        last_progress = Clock::now();
+        continue;
+      }
+      const TimePoint now = Clock::now();
+      if (now - last_progress < cfg_.spin) {
+        if (cfg_.yield_while_spinning) ::sched_yield();
+        else for (int k = 0; k < 64; ++k) __builtin_ia32_pause();
+        continue;
+      }
+      sleep_until_progress(step, last_progress);
+      const TimePoint after = Clock::now();
+      if (after - last_liveness >= kLivenessPeriod) {
+        last_liveness = after;
+        check_liveness(step);
+      }
+      if (after - last_progress >= stall_timeout_) throw_timeout(step, after - last_progress);
+    }
+  }
+
+  // One non-blocking sweep over the step's transfers. Returns whether any byte moved.
+  bool pass(const schedule::Step& step, size_t* finished) {
+    bool moved = false;
+    // Actions on one peer and direction run in order: remember which peers are taken.
+    tx_busy_.assign(static_cast<size_t>(nranks_), false);
+    rx_busy_.assign(static_cast<size_t>(nranks_), false);
+    for (size_t i = 0; i < step.actions.size(); ++i) {
+      const Action& a = step.actions[i];
+      Progress& pr = progress_[i];
+      if (pr.complete) continue;
+      const auto peer = static_cast<size_t>(a.peer);
+      if (a.kind == ActionKind::send) {
+        if (tx_busy_[peer]) continue;
+        tx_busy_[peer] = true;
+        moved |= advance_send(a, pr);
+      } else {
+        if (rx_busy_[peer]) continue;
+        rx_busy_[peer] = true;
+        moved |= advance_recv(a, pr);
+      }
+      if (pr.complete) ++*finished;
+    }
+    return moved;
+  }
+
+  bool advance_send(const Action& a, Progress& pr) {
+    PeerState& p = peers_[static_cast<size_t>(a.peer)];
+    waiting_peer_ = a.peer;
+    bool moved = false;
+    if (p.tx_header_done < sizeof(FrameHeader)) {
+      const auto* h = reinterpret_cast<const std::byte*>(&p.tx_header);
+      size_t w = p.link->write_some(h + p.tx_header_done, sizeof(FrameHeader) - p.tx_header_done);
+      p.tx_header_done += w;
+      moved = w > 0;
+      if (p.tx_header_done < sizeof(FrameHeader)) return moved;
+    }
+    size_t limit = pr.data_bytes;
+    if (a.after >= 0) limit = std::min(limit, progress_[static_cast<size_t>(a.after)].data_done);
+    const std::byte* src = ptr(a.src);
+    while (pr.data_done < limit) {
+      const size_t want = std::min(limit - pr.data_done, cfg_.slice_bytes);
+      const size_t w = p.link->write_some(src + pr.data_done, want);
+      if (w == 0) break;
+      pr.data_done += w;
+      counters_[static_cast<size_t>(a.peer)].sent += w;
+      moved = true;
+    }
+    if (pr.data_done == pr.data_bytes && pr.pad_done < pr.pad()) {
+      const size_t w = p.link->write_some(kZeros, pr.pad() - pr.pad_done);
+      pr.pad_done += w;
+      moved |= w > 0;
+    }
+    pr.complete = pr.data_done == pr.data_bytes && pr.pad_done == pr.pad();
+    return moved;
+  }
+
+  bool advance_recv(const Action& a, Progress& pr) {
+    PeerState& p = peers_[static_cast<size_t>(a.peer)];
+    waiting_peer_ = a.peer;
+    bool moved = false;
+    if (!p.rx_header_checked) {
+      auto span = p.link->readable();
+      if (span.empty()) return false;
+      const size_t take = std::min(span.size(), sizeof(FrameHeader) - p.rx_header_done);
+      std::memcpy(reinterpret_cast<std::byte*>(&p.rx_header) + p.rx_header_done, span.data(), take);
+      p.link->consume(take);
+      p.rx_header_done += take;
+      moved = true;
+      if (p.rx_header_done < sizeof(FrameHeader)) return moved;
+      check_header(p.rx_header, id_, a.peer, p.rx_total);
+      p.rx_header_checked = true;
+    }
+    std::byte* dst = ptr(a.dst);
+    const bool reduce = a.kind == ActionKind::recv_reduce;
+    const std::byte* local = reduce ? ptr(a.src) : nullptr;
+    while (pr.data_done < pr.data_bytes) {
+      auto span = p.link->readable();
+      size_t take = std::min(span.size(), pr.data_bytes - pr.data_done);
+      if (reduce) take -= take % esize_;
+      if (take == 0) break;
+      if (reduce) {
+        kernels::reduce(dst + pr.data_done, local + pr.data_done, span.data(), take / esize_, elem_,
+                        id_.redop);
+      } else {
+        std::memcpy(dst + pr.data_done, span.data(), take);
+      }
+      p.link->consume(take);
+      pr.data_done += take;
+      counters_[static_cast<size_t>(a.peer)].received += take;
+      moved = true;
+    }
+    while (pr.data_done == pr.data_bytes && pr.pad_done < pr.pad()) {
+      auto span = p.link->readable();
+      const size_t take = std::min(span.size(), pr.pad() - pr.pad_done);
+      if (take == 0) break;
+      p.link->consume(take);
+      pr.pad_done += take;
+      moved = true;
+    }
+    pr.complete = pr.data_done == pr.data_bytes && pr.pad_done == pr.pad();
+    return moved;
+  }
+
+  // Registers what the pending transfers wait for and sleeps until a peer wakes us.
+  void sleep_until_progress(const schedule::Step& step, TimePoint last_progress) {
+    want_read_.assign(static_cast<size_t>(nranks_), false);
+    want_write_.assign(static_cast<size_t>(nranks_), false);
+    for (size_t i = 0; i < step.actions.size(); ++i) {
+      const Action& a = step.actions[i];
+      const Progress& pr = progress_[i];
+      if (pr.complete || a.peer < 0) continue;
+      const auto peer = static_cast<size_t>(a.peer);
+      if (a.kind == ActionKind::send) {
+        // A forwarding send waiting for its data waits on the receive, not on the link.
+        const bool data_ready = a.after < 0 || progress_[static_cast<size_t>(a.after)].data_done > pr.data_done ||
+                                pr.data_done == pr.data_bytes;
+        if (data_ready) want_write_[peer] = true;
+      } else {
+        want_read_[peer] = true;
+      }
+    }
+    waiter_.reset();
+    bool sleep = true;
+    std::vector<transport::Link*> armed;
+    for (int peer = 0; peer < nranks_; ++peer) {
+      const auto idx = static_cast<size_t>(peer);
+      if (!want_read_[idx] && !want_write_[idx]) continue;
+      transport::Link* link = peers_[idx].link;
+      armed.push_back(link);
+      if (!link->arm(waiter_, want_read_[idx], want_write_[idx])) {
+        sleep = false;
+        break;
+      }
+    }
+    if (sleep) {
+      const auto left = stall_timeout_ - (Clock::now() - last_progress);
+      const auto slice = std::min<nanoseconds>(kLivenessPeriod, std::max<nanoseconds>(left, nanoseconds(0)));
+      waiter_.wait(slice);
+    }
+    for (auto* link : armed) link->disarm();
+  }
+
+  void check_liveness(const schedule::Step& step) {
+    for (size_t i = 0; i < step.actions.size(); ++i) {
+      const Action& a = step.actions[i];
+      if (progress_[i].complete || a.peer < 0) continue;
+      waiting_peer_ = a.peer;
+      peers_[static_cast<size_t>(a.peer)].link->check_peer_alive();
+    }
+  }
+
+  [[noreturn]] void throw_timeout(const schedule::Step& step, nanoseconds stalled) {
+    // Name the first peer we are waiting to hear from, else the first we cannot send to.
+    const Action* blame = nullptr;
+    const Progress* blame_pr = nullptr;
+    for (int pass_kind = 0; pass_kind < 2 && !blame; ++pass_kind) {
+      for (size_t i = 0; i < step.actions.size(); ++i) {
+        const Action& a = step.actions[i];
+        const bool is_recv = a.kind == ActionKind::recv_copy || a.kind == ActionKind::recv_reduce;
+        if (progress_[i].complete || a.peer < 0 || is_recv != (pass_kind == 0)) continue;
+        blame = &a;
+        blame_pr = &progress_[i];
+        break;
+      }
+    }
+    const double secs = std::chrono::duration<double>(stalled).count();
+    if (!blame) throw_error(ErrorCode::timeout, fmt::format("no progress for {:.1f} s", secs), ctx(-1));
+    const bool is_recv = blame->kind != ActionKind::send;
+    const PeerState& p = peers_[static_cast<size_t>(blame->peer)];
+    std::string what;
+    if (is_recv && !p.rx_header_checked) {
+      what = fmt::format("waiting for rank {} to join the operation (no message from it)", blame->peer);
+    } else {
+      what = fmt::format("waiting for rank {} to {} ({} of {} bytes of step {} of {})", blame->peer,
+                         is_recv ? "send data" : "take data", blame_pr->data_done,
+                         blame_pr->data_bytes, step_ + 1, sched_.steps.size());
+    }
+    throw_error(ErrorCode::timeout, fmt::format("timed out after {:.1f} s {}", secs, what),
+                ctx(blame->peer));
+  }
+
+  ErrorContext ctx(int peer) const {
+    return ErrorContext{id_.rank, std::string(to_string(id_.op)), id_.seq, peer};
+  }
+
+  const Engine::LinkGetter& get_link_;
+  transport::Waiter& waiter_;
+  const std::atomic<bool>& abort_;
+  const EngineConfig& cfg_;
+  const schedule::RankSchedule& sched_;
+  DataType elem_;
+  size_t esize_;
+  int nranks_;
+  Buffers bufs_;
+  OpIdentity id_;
+  std::chrono::milliseconds stall_timeout_;
+  std::vector<PeerCounters>& counters_;
+  std::vector<PeerState> peers_;
+  std::vector<Progress> progress_;
+  std::vector<bool> tx_busy_, rx_busy_, want_read_, want_write_;
+  size_t step_ = 0;
+  int waiting_peer_ = -1;
+};
+
+}  // namespace
+
+void Engine::run(const schedule::RankSchedule& sched, DataType elem, int nranks, const Buffers& bufs,
+                 const OpIdentity& id, std::chrono::milliseconds stall_timeout,
+                 std::vector<PeerCounters>& counters) {
+  Run r(get_link_, waiter_, abort_, cfg_, sched, elem, nranks, bufs, id, stall_timeout, counters);
+  try {
+    r.execute();
+  } catch (const Error& e) {
+    if (e.seq() == id.seq && e.op() == to_string(id.op)) throw;
+    // Errors raised by links lack the operation: add it.
+    const int peer = e.peer() >= 0 ? e.peer() : r.current_peer();
+    throw Error(e.code(), e.detail(), ErrorContext{id.rank, std::string(to_string(id.op)), id.seq, peer});
+  }
+}
+
+}  // namespace hoop::engine

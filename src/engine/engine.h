@@ -1,0 +1,83 @@
+// The engine runs one rank's schedule over real links: it frames each link's traffic with a
+// header, streams sends in slices, receives and reduces slices as they arrive (so reduction
+// overlaps transfer), follows forwarding dependencies, and sleeps on a Waiter when nothing can
+// move. It knows nothing of which algorithm produced the schedule.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "core/clock.h"
+#include "hoop/error.h"
+#include "hoop/types.h"
+#include "schedule/schedule.h"
+#include "transport/link.h"
+#include "transport/waiter.h"
+
+namespace hoop::engine {
+
+// What the headers say about the call, and the context of errors.
+struct OpIdentity {
+  OpType op = OpType::allreduce;
+  DataType dtype = DataType::f32;  // the caller's element type
+  RedOp redop = RedOp::sum;
+  size_t count = 0;
+  int root = -1;                   // root, or the peer of send/recv
+  uint64_t seq = 0;
+  uint64_t comm_id = 0;
+  int rank = -1;
+  uint8_t phase = 0;               // for operations run as several schedules
+};
+
+struct Buffers {
+  const void* send = nullptr;
+  void* recv = nullptr;
+  void* scratch = nullptr;
+};
+
+// Payload bytes moved per peer (headers and padding excluded).
+struct PeerCounters {
+  uint64_t sent = 0;
+  uint64_t received = 0;
+};
+
+struct EngineConfig {
+  size_t slice_bytes = 256 * 1024;  // largest piece handed to a link at once
+  std::chrono::microseconds spin{30};  // busy-poll this long before sleeping
+  bool yield_while_spinning = false;   // oversubscribed: give the core away while polling
+};
+
+// Default configuration from HOOP_SLICE_BYTES / HOOP_SPIN_US and whether local ranks
+// outnumber this machine's cores.
+EngineConfig config_from_env(int local_ranks);
+
+class Engine {
+ public:
+  // get_link(peer, deadline) returns the (possibly newly connected) link to a peer.
+  using LinkGetter = std::function<transport::Link&(int peer, TimePoint deadline)>;
+
+  Engine(LinkGetter get_link, transport::Waiter& waiter, const std::atomic<bool>& abort_flag,
+         EngineConfig cfg);
+
+  // Runs `sched` to completion for this rank. `elem` is the element type the schedule moves
+  // and reduces (f32 while reducing f16/bf16). Fails with hoop::Error carrying the op's context
+  // when no progress is made for `stall_timeout`, a peer fails, headers mismatch or the
+  // communicator is aborted.
+  void run(const schedule::RankSchedule& sched, DataType elem, int nranks, const Buffers& bufs,
+           const OpIdentity& id, std::chrono::milliseconds stall_timeout,
+           std::vector<PeerCounters>& counters);
+
+  const EngineConfig& config() const { return cfg_; }
+
+ private:
+  LinkGetter get_link_;
+  transport::Waiter& waiter_;
+  const std::atomic<bool>& abort_;
+  EngineConfig cfg_;
+};
+
+}  // namespace hoop::engine

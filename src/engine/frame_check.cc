@@ -1,0 +1,85 @@
+#include "engine/frame_check.h"
+
+#include <fmt/format.h>
+
+#include "core/errors.h"
+
+namespace hoop::engine {
+
+transport::FrameHeader make_header(const OpIdentity& id, uint64_t payload_bytes) {
+  transport::FrameHeader h;
+  h.op = static_cast<uint8_t>(id.op);
+  h.dtype = static_cast<uint8_t>(id.dtype);
+  h.redop = static_cast<uint8_t>(id.redop);
+  h.flags = id.phase;
+  h.src_rank = id.rank;
+  h.root = id.root;
+  h.seq = id.seq;
+  h.count = id.count;
+  h.payload_bytes = payload_bytes;
+  h.comm_id = id.comm_id;
+  return h;
+}
+
+namespace {
+
+bool is_reducing(OpType op) {
+  return op == OpType::allreduce || op == OpType::reducescatter || op == OpType::reduce;
+}
+bool has_root(OpType op) { return op == OpType::broadcast || op == OpType::reduce; }
+
+// "allreduce #5 (count 100, f32, sum)"
+std::string describe(OpType op, uint64_t seq, uint64_t count, DataType dt, RedOp redop, int root) {
+  std::string s = fmt::format("{} #{} (count {}, {}", to_string(op), seq, count, to_string(dt));
+  if (is_reducing(op)) s += fmt::format(", {}", to_string(redop));
+  if (has_root(op)) s += fmt::format(", root {}", root);
+  if (op == OpType::send) s += fmt::format(", to rank {}", root);
+  return s + ")";
+}
+
+}  // namespace
+
+void check_header(const transport::FrameHeader& got, const OpIdentity& mine, int peer,
+                  uint64_t expected_payload) {
+  ErrorContext ctx{mine.rank, std::string(to_string(mine.op)), mine.seq, peer};
+  if (auto bad = transport::validate_frame(got)) {
+    throw_error(ErrorCode::protocol,
+                fmt::format("received a malformed message header from rank {}: {}", peer, *bad), ctx);
+  }
+  if (got.comm_id != mine.comm_id || got.src_rank != peer) {
+    throw_error(ErrorCode::protocol,
+                fmt::format("message from rank {} carries communicator {:#x} / rank {}, expected "
+                            "communicator {:#x} / rank {}",
+                            peer, got.comm_id, got.src_rank, mine.comm_id, peer),
+                ctx);
+  }
+  // What the peer must have called for its message to be what we expect.
+  const OpType expected_op = mine.op == OpType::recv ? OpType::send : mine.op;
+  const int expected_root = mine.op == OpType::recv ? mine.rank : mine.root;
+  const auto got_op = static_cast<OpType>(got.op);
+  const auto got_dt = static_cast<DataType>(got.dtype);
+  const auto got_redop = static_cast<RedOp>(got.redop);
+  bool same = got_op == expected_op && got.seq == mine.seq && got_dt == mine.dtype &&
+              got.count == mine.count && got.flags == mine.phase;
+  if (is_reducing(expected_op)) same = same && got_redop == mine.redop;
+  if (has_root(expected_op) || expected_op == OpType::send) same = same && got.root == expected_root;
+  if (!same) {
+    const std::string theirs = describe(got_op, got.seq, got.count, got_dt, got_redop, got.root);
+    const std::string ours = mine.op == OpType::recv
+        ? fmt::format("recv #{} (count {}, {}, from rank {})", mine.seq, mine.count,
+                      to_string(mine.dtype), peer)
+        : describe(mine.op, mine.seq, mine.count, mine.dtype, mine.redop, mine.root);
+    throw_error(ErrorCode::mismatch,
+                fmt::format("mismatched calls: rank {} called {} while rank {} called {}", peer,
+                            theirs, mine.rank, ours),
+                ctx);
+  }
+  if (got.payload_bytes != expected_payload) {
+    throw_error(ErrorCode::mismatch,
+                fmt::format("rank {} sends {} bytes for this operation, rank {} expects {}", peer,
+                            got.payload_bytes, mine.rank, expected_payload),
+                ctx);
+  }
+}
+
+}  // namespace hoop::engine

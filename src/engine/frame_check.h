@@ -1,0 +1,19 @@
+// Building the header this rank sends on a link for an operation, and checking the one it
+// receives against its own call, so a mismatched call is reported with both sides' values.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/engine.h"
+#include "transport/frame.h"
+
+namespace hoop::engine {
+
+transport::FrameHeader make_header(const OpIdentity& id, uint64_t payload_bytes);
+
+// Throws hoop::Error{protocol} for bytes that are not a header, hoop::Error{mismatch} when the
+// peer's call differs from ours (op, sequence, dtype, op, count, root, payload size).
+void check_header(const transport::FrameHeader& got, const OpIdentity& mine, int peer,
+                  uint64_t expected_payload);
+
+}  // namespace hoop::engine

@@ -1,0 +1,126 @@
+// The algorithms known for each collective, by name.
+#include <fmt/format.h>
+
+#include <functional>
+
+#include "core/errors.h"
+#include "schedule/schedule_builders.h"
+
+namespace hoop::schedule {
+
+namespace {
+
+using Builder = std::function<RankSchedule(const CollectiveDesc&, int)>;
+
+struct Entry {
+  OpType op;
+  const char* name;
+  Builder build;
+};
+
+const std::vector<Entry>& registry() {
+  static const std::vector<Entry> entries = {
+      {OpType::allreduce, "ring", [](const CollectiveDesc& d, int r) { return ring_allreduce(d, r); }},
+      {OpType::reducescatter, "ring", ring_reducescatter},
+      {OpType::allgather, "ring", ring_allgather},
+      // Broadcast and Reduce along the ring order: a pipelined chain. "chain" is an alias.
+      {OpType::broadcast, "ring", chain_broadcast},
+      {OpType::broadcast, "chain", chain_broadcast},
+      {OpType::reduce, "ring", chain_reduce},
+      {OpType::reduce, "chain", chain_reduce},
+      {OpType::barrier, "dissemination", dissemination_barrier},
+      {OpType::send, "p2p", point_to_point},
+      {OpType::recv, "p2p", point_to_point},
+  };
+  return entries;
+}
+
+}  // namespace
+
+std::vector<std::string> algorithms_for(OpType op) {
+  std::vector<std::string> names;
+  for (const auto& e : registry()) {
+    if (e.op == op) names.emplace_back(e.name);
+  }
+  return names;
+}
+
+RankSchedule build_default(const CollectiveDesc& desc, int rank) {
+  for (const auto& e : registry()) {
+    if (e.op == desc.op) return e.build(desc, rank);
+  }
+  throw_error(ErrorCode::internal, fmt::format("no algorithm for {}", to_string(desc.op)));
+}
+
+RankSchedule build(const std::string& algorithm, const CollectiveDesc& desc, int rank) {
+  if (algorithm.empty() || algorithm == "auto") return build_default(desc, rank);
+  for (const auto& e : registry()) {
+    if (e.op == desc.op && algorithm == e.name) return e.build(desc, rank);
+  }
+  throw_error(ErrorCode::invalid_argument,
+              fmt::format("unknown algorithm '{}' for {} (available: {})", algorithm,
+                          to_string(desc.op), fmt::join(algorithms_for(desc.op), ", ")));
+}
+
+namespace {
+const char* buf_name(Buf b) {
+  switch (b) {
+    case Buf::send: return "send";
+    case Buf::recv: return "recv";
+    case Buf::scratch: return "scratch";
+  }
+  return "?";
+}
+std::string range_text(const Range& r) {
+  return fmt::format("{}[{}..{})", buf_name(r.buf), r.offset, r.offset + r.count);
+}
+}  // namespace
+
+std::string to_string(const RankSchedule& s) {
+  std::string out = fmt::format("algorithm {} ({} steps, scratch {})\n", s.algorithm,
+                                s.steps.size(), s.scratch_count);
+  for (size_t k = 0; k < s.steps.size(); ++k) {
+    for (const Action& a : s.steps[k].actions) {
+      out += fmt::format("  step {}: ", k);
+      switch (a.kind) {
+        case ActionKind::send:
+          out += fmt::format("send {} -> rank {}", range_text(a.src), a.peer);
+          if (a.after >= 0) out += fmt::format(" (after action {})", a.after);
+          break;
+        case ActionKind::recv_copy:
+          out += fmt::format("recv {} <- rank {}", range_text(a.dst), a.peer);
+          break;
+        case ActionKind::recv_reduce:
+          out += fmt::format("recv-reduce {} = {} op data from rank {}", range_text(a.dst),
+                             range_text(a.src), a.peer);
+          break;
+        case ActionKind::copy:
+          out += fmt::format("copy {} -> {}", range_text(a.src), range_text(a.dst));
+          break;
+        case ActionKind::finish_avg:
+          out += fmt::format("divide {} by nranks", range_text(a.dst));
+          break;
+      }
+      out += "\n";
+    }
+  }
+  return out;
+}
+
+size_t elements_sent(const RankSchedule& s) {
+  size_t n = 0;
+  for (const auto& step : s.steps)
+    for (const auto& a : step.actions)
+      if (a.kind == ActionKind::send) n += a.src.count;
+  return n;
+}
+
+size_t elements_received(const RankSchedule& s) {
+  size_t n = 0;
+  for (const auto& step : s.steps)
+    for (const auto& a : step.actions)
+      if (a.kind == ActionKind::recv_copy || a.kind == ActionKind::recv_reduce) n += a.dst.count;
+  return n;
+}
+
+}  // namespace hoop::schedule

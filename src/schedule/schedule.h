@@ -1,0 +1,114 @@
+// Algorithms as schedules: a pure description, per rank, of who sends which element range to
+// whom, who receives and reduces what, step by step. No I/O here. The engine runs a schedule
+// over real links; tests, the checker and tools inspect the same object.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hoop/types.h"
+
+namespace hoop::schedule {
+
+// The buffers an action may name. `send` and `recv` are the user's buffers; `scratch` is
+// engine-owned memory of RankSchedule::scratch_count elements.
+enum class Buf : uint8_t { send, recv, scratch };
+
+struct Range {
+  Buf buf = Buf::send;
+  size_t offset = 0;  // elements
+  size_t count = 0;   // elements
+};
+
+enum class ActionKind : uint8_t {
+  send,         // stream `src` to `peer`
+  recv_copy,    // receive from `peer` into `dst`
+  recv_reduce,  // dst = op(src, received from `peer`), element-wise; src may equal dst
+  copy,         // dst = src (local)
+  finish_avg,   // dst /= nranks (local; the last step of an average)
+};
+
+struct Action {
+  ActionKind kind = ActionKind::send;
+  int peer = -1;
+  Range src;
+  Range dst;
+  // For a send: index (within the same step) of the receive it forwards. Element i may be sent
+  // once that receive has completed element i, so a chain pipelines in slices.
+  int after = -1;
+};
+
+// The actions of one step run concurrently; a step starts when the previous one is complete.
+// Actions on the same peer and direction run in the order listed.
+struct Step {
+  std::vector<Action> actions;
+};
+
+struct RankSchedule {
+  std::string algorithm;
+  std::vector<Step> steps;
+  size_t scratch_count = 0;  // elements of scratch needed
+};
+
+// What a collective call asks for, independent of buffers' addresses.
+struct CollectiveDesc {
+  OpType op = OpType::allreduce;
+  size_t count = 0;  // allreduce/broadcast/reduce: elements; reducescatter: recvcount;
+                     // allgather: sendcount; send/recv: elements
+  int nranks = 1;
+  int root = 0;      // broadcast/reduce root; send/recv peer
+  RedOp redop = RedOp::sum;
+  bool in_place = false;
+};
+
+// A contiguous split of `count` elements into `parts` chunks whose sizes differ by at most one.
+struct Chunking {
+  size_t count = 0;
+  int parts = 1;
+  size_t offset(int i) const;  // first element of chunk i (i in [0, parts])
+  size_t size(int i) const { return offset(i + 1) - offset(i); }
+};
+
+// Which phases of the ring AllReduce to build: both, or one of them (used when the reduce
+// phase runs on another element type than the gather phase, as for f16/bf16).
+enum class RingPhases : uint8_t { both, reduce_scatter_only, allgather_only };
+
+// Ring AllReduce of desc.count elements: the buffer is cut into N chunks; ReduceScatter for N-1
+// steps (at step k rank r sends chunk (r-k) mod N to r+1 and receives chunk (r-k-1) mod N from
+// r-1, reducing it), after which rank r owns the full reduction of chunk (r+1) mod N; then
+// AllGather for N-1 steps. Partial sums live in the recv buffer.
+RankSchedule ring_allreduce(const CollectiveDesc& desc, int rank,
+                            RingPhases phases = RingPhases::both);
+// The chunk a rank owns after the ring ReduceScatter phase of ring_allreduce.
+int ring_allreduce_owned_chunk(int rank, int nranks);
+
+// Ring ReduceScatter: rank r ends with chunk r (recvcount elements) in recv.
+RankSchedule ring_reducescatter(const CollectiveDesc& desc, int rank);
+// Ring AllGather: rank r's sendcount elements land at recv + r*sendcount on every rank.
+RankSchedule ring_allgather(const CollectiveDesc& desc, int rank);
+// Pipelined chain root -> root+1 -> ... -> root-1 (mod N).
+RankSchedule chain_broadcast(const CollectiveDesc& desc, int rank);
+// Pipelined chain root+1 -> root+2 -> ... -> root, reducing on the way.
+RankSchedule chain_reduce(const CollectiveDesc& desc, int rank);
+// Dissemination barrier: ceil(log2 N) rounds of empty messages to r+2^k.
+RankSchedule dissemination_barrier(const CollectiveDesc& desc, int rank);
+// Point-to-point: one send or receive.
+RankSchedule point_to_point(const CollectiveDesc& desc, int rank);
+
+// The default algorithm for a collective (until the tuner picks among several).
+RankSchedule build_default(const CollectiveDesc& desc, int rank);
+// By name ("ring", "chain", ...); throws hoop::Error{invalid_argument} for an unknown name or
+// one that does not implement desc.op.
+RankSchedule build(const std::string& algorithm, const CollectiveDesc& desc, int rank);
+std::vector<std::string> algorithms_for(OpType op);
+
+// Human-readable listing (for tools and test failure messages).
+std::string to_string(const RankSchedule& s);
+
+// Total elements this rank sends / receives over the whole schedule.
+size_t elements_sent(const RankSchedule& s);
+size_t elements_received(const RankSchedule& s);
+
+}  // namespace hoop::schedule

@@ -1,0 +1,48 @@
+// Small constructors shared by the schedule builders.
+#pragma once
+
+#include "schedule/schedule.h"
+
+namespace hoop::schedule {
+
+inline int wrap(int x, int n) { return ((x % n) + n) % n; }
+
+inline Action send_to(int peer, Range src, int after = -1) {
+  Action a;
+  a.kind = ActionKind::send;
+  a.peer = peer;
+  a.src = src;
+  a.after = after;
+  return a;
+}
+inline Action recv_copy_from(int peer, Range dst) {
+  Action a;
+  a.kind = ActionKind::recv_copy;
+  a.peer = peer;
+  a.dst = dst;
+  return a;
+}
+// dst = op(local, received)
+inline Action recv_reduce_from(int peer, Range local, Range dst) {
+  Action a;
+  a.kind = ActionKind::recv_reduce;
+  a.peer = peer;
+  a.src = local;
+  a.dst = dst;
+  return a;
+}
+inline Action local_copy(Range src, Range dst) {
+  Action a;
+  a.kind = ActionKind::copy;
+  a.src = src;
+  a.dst = dst;
+  return a;
+}
+inline Action finish_avg(Range dst) {
+  Action a;
+  a.kind = ActionKind::finish_avg;
+  a.dst = dst;
+  return a;
+}
+
+}  // namespace hoop::schedule

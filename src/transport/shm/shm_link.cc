@@ -1,0 +1,245 @@
+#include "transport/shm/shm_link.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <sstream>
+
+#include "core/clock.h"
+#include "core/errors.h"
+#include "transport/waiter.h"
+
+namespace hoop::transport::shm {
+
+namespace {
+
+struct ProcessState {
+  char state = '?';         // R, S, D, Z (zombie), X (dead)...
+  uint64_t start_time = 0;  // clock ticks after boot: tells a recycled pid apart
+};
+
+// nullopt when /proc has no entry for the pid (the process is gone, or /proc is missing).
+std::optional<ProcessState> read_process_state(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so parse after the
+  // last ')'. The fields after it are numbered from 3 (state); starttime is field 22.
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream fields(text.substr(close + 1));
+  ProcessState st;
+  fields >> st.state;
+  std::string skip;
+  for (int field = 4; field < 22 && fields; ++field) fields >> skip;
+  fields >> st.start_time;
+  return st;
+}
+
+}  // namespace
+
+ShmLink::ShmLink(void* base, size_t mapped_bytes, int my_rank, int peer_rank, pid_t peer_pid,
+                 std::string segment_name)
+    : Link(peer_rank),
+      base_(base),
+      mapped_bytes_(mapped_bytes),
+      control_(static_cast<SegmentControl*>(base)),
+      side_(my_rank < peer_rank ? 0 : 1),
+      my_rank_(my_rank),
+      peer_pid_hint_(peer_pid),
+      segment_name_(std::move(segment_name)) {
+  capacity_ = control_->header.capacity;
+  out_ = &control_->rings[side_];
+  in_ = &control_->rings[1 - side_];
+  auto* data = static_cast<std::byte*>(base) + kDataOffset;
+  out_data_ = data + static_cast<size_t>(side_) * capacity_;
+  in_data_ = data + static_cast<size_t>(1 - side_) * capacity_;
+  // A fresh link starts at the positions in the segment (zero unless reattached).
+  write_pos_ = out_->write_pos.load(std::memory_order_relaxed);
+  peer_read_pos_ = out_->read_pos.load(std::memory_order_acquire);
+  read_pos_ = in_->read_pos.load(std::memory_order_relaxed);
+  readable_end_ = read_pos_;
+}
+
+ShmLink::~ShmLink() { munmap(base_, mapped_bytes_); }
+
+ErrorContext ShmLink::error_context() const {
+  ErrorContext ctx;
+  ctx.rank = my_rank_;
+  ctx.peer = peer_;
+  return ctx;
+}
+
+size_t ShmLink::write_some(const void* src, size_t n) {
+  throw_if_poisoned(*out_);
+  if (n == 0) return 0;
+  if (capacity_ - (write_pos_ - peer_read_pos_) < n) {
+    peer_read_pos_ = out_->read_pos.load(std::memory_order_acquire);
+    if (peer_read_pos_ > write_pos_ || write_pos_ - peer_read_pos_ > capacity_)
+      raise_corrupt("read position", write_pos_, peer_read_pos_);
+  }
+  const size_t k = std::min<size_t>(n, capacity_ - (write_pos_ - peer_read_pos_));
+  if (k == 0) return 0;
+  const size_t offset = write_pos_ % capacity_;
+  const size_t first = std::min(k, capacity_ - offset);
+  const auto* bytes = static_cast<const std::byte*>(src);
+  std::memcpy(out_data_ + offset, bytes, first);
+  if (k > first) std::memcpy(out_data_, bytes + first, k - first);
+  write_pos_ += k;
+  out_->write_pos.store(write_pos_, std::memory_order_release);
+  out_->data_seq.fetch_add(1, std::memory_order_seq_cst);
+  if (out_->reader_waiting.load(std::memory_order_seq_cst) != 0) Waiter::wake_shared(&out_->data_seq);
+  bytes_written_ += k;
+  return k;
+}
+
+std::span<const std::byte> ShmLink::readable() {
+  throw_if_poisoned(*in_);
+  const uint64_t end = in_->write_pos.load(std::memory_order_acquire);
+  if (end < read_pos_ || end - read_pos_ > capacity_) raise_corrupt("write position", end, read_pos_);
+  readable_end_ = end;
+  if (end == read_pos_) return {};
+  const size_t offset = read_pos_ % capacity_;
+  const size_t len = std::min<size_t>(end - read_pos_, capacity_ - offset);
+  return {in_data_ + offset, len};
+}
+
+void ShmLink::consume(size_t n) {
+  throw_if_poisoned(*in_);
+  if (n == 0) return;
+  if (n > readable_end_ - read_pos_)
+    throw_error(ErrorCode::internal,
+                fmt::format("shared-memory link: consume({}) beyond the {} readable bytes", n,
+                            readable_end_ - read_pos_),
+                error_context());
+  read_pos_ += n;
+  in_->read_pos.store(read_pos_, std::memory_order_release);
+  in_->space_seq.fetch_add(1, std::memory_order_seq_cst);
+  if (in_->writer_waiting.load(std::memory_order_seq_cst) != 0) Waiter::wake_shared(&in_->space_seq);
+  bytes_read_ += n;
+}
+
+bool ShmLink::arm(Waiter& w, bool want_read, bool want_write) {
+  bool can_progress = false;
+  if (want_read) {
+    in_->reader_waiting.store(1, std::memory_order_seq_cst);
+    armed_read_ = true;
+    const uint32_t seen = in_->data_seq.load(std::memory_order_seq_cst);
+    if (in_->write_pos.load(std::memory_order_acquire) != read_pos_ ||
+        in_->poisoned.load(std::memory_order_acquire) != 0)
+      can_progress = true;
+    else
+      w.add_futex(&in_->data_seq, seen, /*shared=*/true);
+  }
+  if (want_write) {
+    out_->writer_waiting.store(1, std::memory_order_seq_cst);
+    armed_write_ = true;
+    const uint32_t seen = out_->space_seq.load(std::memory_order_seq_cst);
+    peer_read_pos_ = out_->read_pos.load(std::memory_order_acquire);
+    if (write_pos_ - peer_read_pos_ < capacity_ || out_->poisoned.load(std::memory_order_acquire) != 0)
+      can_progress = true;
+    else
+      w.add_futex(&out_->space_seq, seen, /*shared=*/true);
+  }
+  return !can_progress;
+}
+
+void ShmLink::disarm() noexcept {
+  if (armed_read_) in_->reader_waiting.store(0, std::memory_order_relaxed);
+  if (armed_write_) out_->writer_waiting.store(0, std::memory_order_relaxed);
+  armed_read_ = armed_write_ = false;
+}
+
+pid_t ShmLink::peer_pid() const noexcept {
+  if (peer_pid_hint_ > 0) return peer_pid_hint_;
+  return control_->header.pid[1 - side_].load(std::memory_order_acquire);
+}
+
+void ShmLink::check_peer_alive() {
+  throw_if_poisoned(*in_);
+  const pid_t pid = peer_pid();
+  if (pid <= 0) return;  // the peer has not attached yet and its pid was not given
+  bool alive = !(kill(pid, 0) == -1 && errno == ESRCH);
+  if (alive) {
+    // kill() succeeds on a zombie (dead, not yet reaped by its parent) and on a recycled pid.
+    if (const auto st = read_process_state(pid)) {
+      if (st->state == 'Z' || st->state == 'X') alive = false;
+      if (watched_pid_ != pid) {
+        watched_pid_ = pid;
+        watched_start_time_ = st->start_time;
+      } else if (st->start_time != watched_start_time_) {
+        alive = false;
+      }
+    }
+  }
+  // Bytes it wrote before exiting are still good: report the death once they are read.
+  if (!alive && in_->write_pos.load(std::memory_order_acquire) == read_pos_)
+    throw_error(ErrorCode::peer_failure,
+                fmt::format("rank {} (pid {}) has exited", peer_, static_cast<int>(pid)),
+                error_context());
+}
+
+void ShmLink::poison(const std::string& reason) noexcept {
+  // Mark both directions before waking anyone, so a woken peer finds both failed.
+  for (RingControl* ring : {out_, in_}) {
+    uint32_t healthy = 0;
+    if (ring->poisoned.compare_exchange_strong(healthy, kPoisonWriting)) {
+      const size_t len = std::min(reason.size(), kReasonBytes - 1);
+      std::memcpy(ring->reason, reason.data(), len);
+      ring->reason[len] = '\0';
+      ring->poisoned.store(kPoisonedBy + static_cast<uint32_t>(side_), std::memory_order_release);
+    }
+  }
+  // Wake a peer sleeping in either direction; its arm() re-check sees the flag.
+  for (RingControl* ring : {out_, in_}) {
+    ring->data_seq.fetch_add(1, std::memory_order_seq_cst);
+    ring->space_seq.fetch_add(1, std::memory_order_seq_cst);
+    Waiter::wake_shared(&ring->data_seq);
+    Waiter::wake_shared(&ring->space_seq);
+  }
+}
+
+void ShmLink::raise_poisoned(const RingControl& ring) const {
+  // The poisoner writes at most 256 bytes between its two stores; give it a moment, but do
+  // not depend on it (it may have been killed in between).
+  uint32_t state = ring.poisoned.load(std::memory_order_acquire);
+  const auto give_up = Clock::now() + std::chrono::milliseconds(2);
+  while (state == kPoisonWriting && Clock::now() < give_up) {
+    sched_yield();
+    state = ring.poisoned.load(std::memory_order_acquire);
+  }
+  std::string reason = "(no reason given)";
+  if (state >= kPoisonedBy) {
+    reason.assign(ring.reason, strnlen(ring.reason, kReasonBytes));
+    if (reason.empty()) reason = "(no reason given)";
+  }
+  const ErrorContext ctx = error_context();
+  if (state == kPoisonedBy + static_cast<uint32_t>(side_))
+    throw_error(ErrorCode::peer_failure,
+                fmt::format("the shared-memory link to rank {} was poisoned by this rank: {}", peer_,
+                            reason),
+                ctx);
+  throw_error(ErrorCode::peer_failure, fmt::format("rank {} failed: {}", peer_, reason), ctx);
+}
+
+void ShmLink::raise_corrupt(const char* what, uint64_t write_pos, uint64_t read_pos) const {
+  throw_error(ErrorCode::transport,
+              fmt::format("shared-memory segment {} is corrupt: {} out of range (write {}, read {}, "
+                          "capacity {})",
+                          segment_name_, what, write_pos, read_pos, capacity_),
+              error_context());
+}
+
+}  // namespace hoop::transport::shm

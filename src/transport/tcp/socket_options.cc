@@ -1,0 +1,42 @@
+#include "transport/tcp/socket_options.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+
+#include "core/env.h"
+#include "core/errors.h"
+
+namespace hoop::transport::tcp {
+
+size_t socket_buffer_bytes() {
+  const uint64_t v = env::get_size("HOOP_SOCKET_BUFFER").value_or(uint64_t{4} << 20);
+  return static_cast<size_t>(std::min<uint64_t>(v, INT_MAX / 2));
+}
+
+void set_buffer_sizes(int fd, size_t bytes) noexcept {
+  if (bytes == 0) return;  // 0: leave the kernel's autotuning alone
+  const int value = static_cast<int>(bytes);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &value, sizeof value);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &value, sizeof value);
+}
+
+void configure_link_socket(int fd) {
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+    throw_system_error(ErrorCode::transport, "cannot make the TCP socket non-blocking", errno);
+  }
+  const int one = 1;
+  if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) {
+    throw_system_error(ErrorCode::transport, "cannot set TCP_NODELAY", errno);
+  }
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  set_buffer_sizes(fd, socket_buffer_bytes());
+}
+
+}  // namespace hoop::transport::tcp

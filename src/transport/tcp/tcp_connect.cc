@@ -1,0 +1,269 @@
+// Establishing a TCP link: the lower rank connects (with retries), the higher one accepts
+// through the process's listener; both ends then agree through the handshake.
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include <fmt/ranges.h>
+
+#include "core/errors.h"
+#include "core/log.h"
+#include "transport/tcp/handshake.h"
+#include "transport/tcp/interfaces.h"
+#include "transport/tcp/socket_address.h"
+#include "transport/tcp/socket_options.h"
+#include "transport/tcp/tcp_link.h"
+#include "transport/tcp/tcp_transport.h"
+#include "transport/tcp/unique_fd.h"
+
+namespace hoop::transport {
+
+using tcp::SocketAddress;
+using tcp::UniqueFd;
+
+namespace {
+
+// A connect attempt that neither succeeds nor fails (SYN lost, a firewall dropping it) is
+// abandoned after this long, so the next address gets its turn.
+constexpr milliseconds kConnectAttemptTimeout{3000};
+constexpr milliseconds kFirstBackoff{10};
+constexpr milliseconds kMaxBackoff{1000};
+
+// Failures that a later attempt may not see: the peer not listening yet, a lost SYN, a route
+// or an address still coming up. Others (no IPv6 on this host...) will not go away.
+bool worth_retrying(int err) {
+  return err == ECONNREFUSED || err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH ||
+         err == ECONNRESET || err == EAGAIN || err == EINTR || err == EADDRNOTAVAIL ||
+         err == ENOBUFS;
+}
+
+struct Target {
+  std::string text;
+  SocketAddress address;
+};
+
+ErrorContext context_of(const TcpLinkParams& p) {
+  return ErrorContext{.rank = p.my_rank, .op = "tcp.connect", .seq = 0, .peer = p.peer_rank};
+}
+
+// The peer's addresses worth trying, in order: loopback ones (IPv4 first) for a peer on this
+// host, the others for a peer elsewhere.
+std::vector<Target> targets_for(const TcpLinkParams& p) {
+  std::vector<Target> loopback, remote;
+  for (const auto& text : p.peer_addresses) {
+    auto addr = SocketAddress::parse(text);
+    if (!addr) {
+      throw_error(ErrorCode::invalid_argument,
+                  fmt::format("rank {} published an unparsable address '{}'", p.peer_rank, text),
+                  context_of(p));
+    }
+    (addr->is_loopback() ? loopback : remote).push_back({text, *addr});
+  }
+  std::stable_sort(loopback.begin(), loopback.end(), [](const Target& a, const Target& b) {
+    return a.address.family() == AF_INET && b.address.family() != AF_INET;
+  });
+  auto& chosen = p.same_host ? loopback : remote;
+  if (chosen.empty()) {
+    throw_error(ErrorCode::transport,
+                fmt::format("rank {} published no {} address (it published: {})", p.peer_rank,
+                            p.same_host ? "loopback" : "non-loopback",
+                            fmt::join(p.peer_addresses, ", ")),
+                context_of(p));
+  }
+  return chosen;
+}
+
+int wait_for(int fd, short events, TimePoint until) {
+  pollfd pfd{fd, events, 0};
+  for (;;) {
+    const auto left = std::chrono::ceil<milliseconds>(until - Clock::now()).count();
+    const int rc = ::poll(&pfd, 1, static_cast<int>(std::max<int64_t>(left, 0)));
+    if (rc < 0 && errno == EINTR) continue;
+    return rc < 0 ? -1 : pfd.revents;
+  }
+}
+
+// One non-blocking connect; returns the connected socket or an empty one with *err set.
+UniqueFd try_connect(const SocketAddress& addr, TimePoint until, int* err) {
+  UniqueFd fd(::socket(addr.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd) {
+    *err = errno;
+    return {};
+  }
+  // Before connect, so the window scale offered in the SYN fits the large receive buffer.
+  tcp::set_buffer_sizes(fd.get(), tcp::socket_buffer_bytes());
+  if (::connect(fd.get(), addr.get(), addr.length) == 0) return fd;
+  if (errno != EINPROGRESS && errno != EINTR) {
+    *err = errno;
+    return {};
+  }
+  if (wait_for(fd.get(), POLLOUT, until) <= 0) {
+    *err = ETIMEDOUT;
+    return {};
+  }
+  int so_error = 0;
+  socklen_t len = sizeof so_error;
+  if (::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &so_error, &len) != 0) so_error = errno;
+  if (so_error != 0) {
+    *err = so_error;
+    return {};
+  }
+  return fd;
+}
+
+UniqueFd connect_with_retry(const TcpLinkParams& p, const std::vector<Target>& targets,
+                            TimePoint deadline, std::string* connected_to) {
+  const TimePoint start = Clock::now();
+  milliseconds backoff = kFirstBackoff;
+  std::string last_failure;
+  int attempts = 0;
+  for (;;) {
+    bool retry = false;
+    for (const auto& t : targets) {
+      const TimePoint until = std::min(deadline, Clock::now() + kConnectAttemptTimeout);
+      int err = 0;
+      ++attempts;
+      UniqueFd fd = try_connect(t.address, until, &err);
+      if (fd) {
+        *connected_to = t.text;
+        return fd;
+      }
+      retry |= worth_retrying(err);
+      last_failure = fmt::format("{}: {}", t.text, std::strerror(err));
+      HOOP_TRACE("tcp: connect to rank {} at {} failed", p.peer_rank, last_failure);
+      if (Clock::now() >= deadline) break;
+    }
+    if (!retry) {
+      throw_error(ErrorCode::transport,
+                  fmt::format("cannot connect to rank {} at any of its addresses (last: {})",
+                              p.peer_rank, last_failure),
+                  context_of(p));
+    }
+    const TimePoint now = Clock::now();
+    if (now >= deadline) {
+      throw_error(ErrorCode::timeout,
+                  fmt::format("cannot connect to rank {} within {:.1f} s ({} attempts; last: {})",
+                              p.peer_rank, seconds_between(start, deadline), attempts, last_failure),
+                  context_of(p));
+    }
+    std::this_thread::sleep_for(std::min<nanoseconds>(backoff, deadline - now));
+    backoff = std::min(backoff * 2, kMaxBackoff);
+  }
+}
+
+void send_all(int fd, std::span<const std::byte> bytes, TimePoint deadline, const TcpLinkParams& p) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+      throw_system_error(ErrorCode::peer_failure,
+                         fmt::format("sending the handshake to rank {} failed", p.peer_rank), errno,
+                         context_of(p));
+    }
+    if (wait_for(fd, POLLOUT, deadline) <= 0) {
+      throw_error(ErrorCode::timeout,
+                  fmt::format("rank {} did not take the handshake before the deadline", p.peer_rank),
+                  context_of(p));
+    }
+  }
+}
+
+void receive_all(int fd, std::span<std::byte> bytes, TimePoint deadline, const TcpLinkParams& p,
+                 const std::string& where) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::recv(fd, bytes.data() + done, bytes.size() - done, MSG_DONTWAIT);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      continue;
+    }
+    if (n == 0) {
+      throw_error(ErrorCode::protocol,
+                  fmt::format("{} closed the connection during the handshake (is it rank {}'s "
+                              "hoop listener?)", where, p.peer_rank),
+                  context_of(p));
+    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      throw_system_error(ErrorCode::peer_failure,
+                         fmt::format("handshake with rank {} at {} failed", p.peer_rank, where),
+                         errno, context_of(p));
+    }
+    if (wait_for(fd, POLLIN, deadline) <= 0) {
+      throw_error(ErrorCode::timeout,
+                  fmt::format("rank {} at {} did not answer the handshake before the deadline",
+                              p.peer_rank, where),
+                  context_of(p));
+    }
+  }
+}
+
+UniqueFd connect_actively(TcpListener& listener, const TcpLinkParams& p, TimePoint deadline,
+                          std::string* where) {
+  UniqueFd fd = connect_with_retry(p, targets_for(p), deadline, where);
+  tcp::Hello hello;
+  hello.job_key = listener.job_key();
+  hello.secret_key = listener.secret_key();
+  hello.comm_id = p.comm_id;
+  hello.from_rank = p.my_rank;
+  hello.to_rank = p.peer_rank;
+  hello.channel = p.channel;
+  send_all(fd.get(), tcp::encode_hello(hello), deadline, p);
+  std::array<std::byte, tcp::kReplyBytes> reply{};
+  receive_all(fd.get(), reply, deadline, p, *where);
+  const auto status = tcp::parse_reply(reply);
+  if (!status) {
+    throw_error(ErrorCode::protocol,
+                fmt::format("{} answered the handshake with bytes that are not hoop's (is it rank "
+                            "{}'s hoop listener?)", *where, p.peer_rank),
+                context_of(p));
+  }
+  if (*status != tcp::HelloStatus::ok) {
+    throw_error(ErrorCode::protocol,
+                fmt::format("rank {} at {} refused the connection: {}", p.peer_rank, *where,
+                            tcp::to_string(*status)),
+                context_of(p));
+  }
+  return fd;
+}
+
+}  // namespace
+
+std::unique_ptr<Link> tcp_connect(TcpListener& listener, const TcpLinkParams& p,
+                                  TimePoint deadline) {
+  if (p.my_rank < 0 || p.peer_rank < 0 || p.my_rank == p.peer_rank || p.channel < 0) {
+    throw_error(ErrorCode::invalid_argument,
+                fmt::format("tcp_connect between ranks {} and {} on channel {}", p.my_rank,
+                            p.peer_rank, p.channel),
+                context_of(p));
+  }
+  UniqueFd fd;
+  std::string where;
+  if (p.my_rank < p.peer_rank) {
+    fd = connect_actively(listener, p, deadline, &where);
+  } else {
+    fd.reset(listener.accept_from(p.comm_id, p.peer_rank, p.my_rank, p.channel, deadline));
+    auto remote = tcp::remote_address(fd.get());
+    where = remote ? remote->to_string() : "?";
+  }
+  tcp::configure_link_socket(fd.get());
+  if (log::enabled(log::Level::info)) {
+    auto local = tcp::local_address(fd.get());
+    HOOP_INFO("tcp: link to rank {} (communicator {:#x}, channel {}) {} {} via interface {}",
+              p.peer_rank, p.comm_id, p.channel, p.my_rank < p.peer_rank ? "connected to" : "accepted from",
+              where, local ? tcp::interface_of(*local) : "?");
+  }
+  return std::make_unique<tcp::TcpLink>(std::move(fd), p.my_rank, p.peer_rank);
+}
+
+}  // namespace hoop::transport

@@ -1,0 +1,188 @@
+#include "transport/tcp/tcp_link.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/env.h"
+#include "core/errors.h"
+#include "core/log.h"
+#include "transport/waiter.h"
+
+namespace hoop::transport::tcp {
+
+namespace {
+
+constexpr size_t kDefaultStagingBytes = size_t{4} << 20;
+constexpr size_t kMinStagingBytes = 4096;
+// Unconsumed bytes this few are moved to the front whenever the tail runs short.
+constexpr size_t kCheapMoveBytes = 4096;
+
+bool peer_gone(int err) {
+  return err == EPIPE || err == ECONNRESET || err == ETIMEDOUT || err == ECONNREFUSED ||
+         err == EHOSTUNREACH || err == ENETUNREACH || err == ENOTCONN;
+}
+
+size_t staging_bytes_from_env() {
+  return static_cast<size_t>(env::get_size("HOOP_TCP_STAGING_BYTES").value_or(kDefaultStagingBytes));
+}
+
+}  // namespace
+
+void TcpLink::FreeBytes::operator()(std::byte* p) const noexcept { std::free(p); }
+
+TcpLink::TcpLink(UniqueFd fd, int my_rank, int peer, size_t staging_bytes)
+    : Link(peer), fd_(std::move(fd)), my_rank_(my_rank) {
+  if (staging_bytes == 0) staging_bytes = staging_bytes_from_env();
+  capacity_ = (std::max(staging_bytes, kMinStagingBytes) + 63) & ~size_t{63};
+  staging_.reset(static_cast<std::byte*>(std::aligned_alloc(64, capacity_)));
+  if (!staging_) {
+    throw_error(ErrorCode::transport,
+                fmt::format("cannot allocate {} bytes of TCP staging buffer", capacity_),
+                ErrorContext{.rank = my_rank_, .peer = peer_});
+  }
+  // Fault the pages in now rather than during the first transfer.
+  std::memset(staging_.get(), 0, capacity_);
+}
+
+TcpLink::~TcpLink() = default;
+
+void TcpLink::fail_closed() const {
+  const ErrorContext ctx{.rank = my_rank_, .peer = peer_};
+  if (!poison_reason_.empty()) {
+    throw_error(ErrorCode::peer_failure,
+                fmt::format("link to rank {} was shut down: {}", peer_, poison_reason_), ctx);
+  }
+  if (recv_error_ != 0) {
+    throw_system_error(ErrorCode::peer_failure, fmt::format("connection to rank {} reset", peer_),
+                       recv_error_, ctx);
+  }
+  throw_error(ErrorCode::peer_failure, fmt::format("rank {} closed the connection", peer_), ctx);
+}
+
+void TcpLink::fail_errno(const char* what, int err) const {
+  const ErrorContext ctx{.rank = my_rank_, .peer = peer_};
+  if (peer_gone(err)) {
+    throw_system_error(ErrorCode::peer_failure, fmt::format("connection to rank {} reset", peer_),
+                       err, ctx);
+  }
+  throw_system_error(ErrorCode::transport, fmt::format("{} rank {} failed", what, peer_), err, ctx);
+}
+
+size_t TcpLink::write_some(const void* src, size_t n) {
+  if (!poison_reason_.empty()) fail_closed();
+  if (n == 0) return 0;
+  for (;;) {
+    const ssize_t sent = ::send(fd_.get(), src, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent >= 0) {
+      bytes_written_ += static_cast<uint64_t>(sent);
+      return static_cast<size_t>(sent);
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+    fail_errno("send to", errno);
+  }
+}
+
+void TcpLink::make_room() noexcept {
+  if (read_ == write_) {
+    read_ = write_ = head_offset();
+    return;
+  }
+  if (capacity_ - write_ >= capacity_ / 4) return;
+  const size_t live = write_ - read_;
+  const size_t head = head_offset();
+  if (read_ > head && (read_ >= capacity_ / 2 || live <= kCheapMoveBytes)) {
+    std::memmove(staging_.get() + head, staging_.get() + read_, live);
+    read_ = head;
+    write_ = head + live;
+  }
+}
+
+std::span<const std::byte> TcpLink::readable() {
+  if (!poison_reason_.empty()) fail_closed();
+  if (!peer_closed_ && recv_error_ == 0) {
+    make_room();
+    while (write_ < capacity_) {
+      const ssize_t got = ::recv(fd_.get(), staging_.get() + write_, capacity_ - write_, MSG_DONTWAIT);
+      if (got > 0) {
+        write_ += static_cast<size_t>(got);
+        break;
+      }
+      if (got == 0) {
+        peer_closed_ = true;
+        break;
+      }
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      if (!peer_gone(errno)) fail_errno("receive from", errno);
+      recv_error_ = errno;
+      break;
+    }
+  }
+  if (peer_closed_ || recv_error_ != 0) {
+    // What is buffered is still delivered; a second look without consuming means the caller
+    // needs bytes that will never come.
+    if (read_ == write_ || final_span_returned_) fail_closed();
+    final_span_returned_ = true;
+  }
+  return {staging_.get() + read_, write_ - read_};
+}
+
+void TcpLink::consume(size_t n) {
+  if (n > write_ - read_) {
+    throw_error(ErrorCode::internal,
+                fmt::format("consume({}) on a TCP link with {} readable bytes", n, write_ - read_),
+                ErrorContext{.rank = my_rank_, .peer = peer_});
+  }
+  if (n == 0) return;
+  read_ += n;
+  bytes_read_ += n;
+  final_span_returned_ = false;
+  if (read_ == write_) read_ = write_ = head_offset();
+}
+
+bool TcpLink::arm(Waiter& w, bool want_read, bool want_write) {
+  if (!poison_reason_.empty()) return false;
+  if (want_read && (read_ < write_ || peer_closed_ || recv_error_ != 0)) return false;
+  if (want_read || want_write) w.add_fd(fd_.get(), want_read, want_write);
+  return true;
+}
+
+void TcpLink::check_peer_alive() {
+  if (!poison_reason_.empty()) fail_closed();
+  if (read_ < write_) return;  // data to deliver first
+  if (peer_closed_ || recv_error_ != 0) fail_closed();
+  pollfd p{fd_.get(), POLLIN | POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) <= 0) return;
+  if (!(p.revents & (POLLERR | POLLHUP | POLLRDHUP))) return;
+  // Hung up: only fatal once the kernel holds no more data from the peer.
+  std::byte probe;
+  for (;;) {
+    const ssize_t got = ::recv(fd_.get(), &probe, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (got > 0) return;
+    if (got == 0) {
+      peer_closed_ = true;
+      fail_closed();
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+    recv_error_ = errno;
+    fail_closed();
+  }
+}
+
+void TcpLink::poison(const std::string& reason) noexcept {
+  try {
+    poison_reason_ = reason.empty() ? "poisoned" : reason;
+  } catch (...) {
+    poison_reason_ = "poisoned";  // fits the small-string buffer: cannot throw
+  }
+  ::shutdown(fd_.get(), SHUT_RDWR);
+}
+
+}  // namespace hoop::transport::tcp

@@ -1,0 +1,64 @@
+// Runs one collective at one size, out of place and in place: verification, warm-up, timed
+// iterations, and the combination of the ranks' times.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench_args.h"
+#include "bench_math.h"
+#include "buffer.h"
+#include "hoop/communicator.h"
+#include "verify.h"
+
+namespace hoop::bench {
+
+struct Measurement {
+  double time_us = 0;  // median over iterations of the ranks' combined time
+  double algbw_gbps = 0;
+  double busbw_gbps = 0;
+  std::optional<uint64_t> wrong;  // mismatching elements summed over ranks; nullopt: -c 0
+};
+
+struct RowResult {
+  Layout layout;
+  std::string algo_used;  // what the library ran (it may choose per size when asked for auto)
+  Measurement out_of_place;
+  Measurement in_place;
+};
+
+class CollectiveRunner {
+ public:
+  // Allocates and touches the buffers for the largest of `layouts`.
+  CollectiveRunner(Communicator& comm, const BenchConfig& cfg, const std::vector<Layout>& layouts);
+
+  // One row; `algo` is passed as OpOptions::algo ("" lets the library choose).
+  RowResult run(const Layout& layout, const std::string& algo);
+
+ private:
+  struct CallBuffers {
+    void* send;  // only read by the collective
+    void* recv;
+  };
+
+  CallBuffers buffers_for(const Layout& layout, bool in_place);
+  Measurement measure(const Layout& layout, bool in_place, const OpOptions& opts);
+  uint64_t run_and_verify(const Layout& layout, const CallBuffers& b, const OpOptions& opts);
+  // Per-iteration times of this rank in microseconds (one value, the mean, when async).
+  std::vector<double> time_iterations(const Layout& layout, const CallBuffers& b,
+                                      const OpOptions& opts, int iterations);
+  double combine_over_ranks(std::vector<double> times);
+
+  void call(const Layout& layout, const CallBuffers& b, const OpOptions& opts);
+  Work call_async(const Layout& layout, const CallBuffers& b, const OpOptions& opts);
+
+  Communicator& comm_;
+  const BenchConfig& cfg_;
+  Verifier verifier_;
+  TouchedBuffer send_buf_;
+  TouchedBuffer recv_buf_;
+};
+
+}  // namespace hoop::bench

@@ -1,0 +1,42 @@
+#include "world.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+namespace hoop::bench {
+
+namespace {
+
+// A launcher tells each rank its number; without any of these variables the process runs
+// alone (the variables Communicator::from_env reads, see bootstrap/env_init.h).
+bool started_by_a_launcher() {
+  for (const char* name : {"HOOP_RANK", "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
+                           "PMI_RANK"}) {
+    const char* value = std::getenv(name);
+    if (value != nullptr && *value != '\0') return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+World join_world(const CommOptions& opts) {
+  World world;
+  if (started_by_a_launcher()) {
+    world.comm = Communicator::from_env(opts);
+    return world;
+  }
+  world.own_store = std::make_unique<TcpStoreServer>("127.0.0.1", 0);
+  InitParams params;
+  params.rank = 0;
+  params.size = 1;
+  params.local_rank = 0;
+  params.store = connect_tcp_store("127.0.0.1", world.own_store->port());
+  params.job_id = "hoop-bench-" + std::to_string(::getpid());
+  world.comm = Communicator::create(params, opts);
+  return world;
+}
+
+}  // namespace hoop::bench

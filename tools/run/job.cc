@@ -1,0 +1,114 @@
+#include "job.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <random>
+
+#include <fmt/format.h>
+
+#include "core/errors.h"
+#include "hoop/store.h"
+#include "output_forwarder.h"
+#include "rank_env.h"
+#include "rank_process.h"
+#include "signal_channel.h"
+#include "supervisor.h"
+#include "transport/shm/shm_transport.h"
+#include "unique_fd.h"
+
+namespace hoop::run {
+
+namespace {
+
+std::string random_job_id() {
+  std::random_device entropy;
+  std::uniform_int_distribution<uint32_t> word;
+  return fmt::format("{:08x}{:04x}", word(entropy), word(entropy) & 0xffff);
+}
+
+// A loopback port free right now, for MASTER_PORT (torch's store binds it in rank 0). The
+// rendezvous store holds its own port, so the kernel cannot hand out that one.
+uint16_t free_loopback_port() {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) throw_system_error(ErrorCode::init, "socket", errno);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+    throw_system_error(ErrorCode::init, "cannot find a free port for MASTER_PORT", errno);
+  return ntohs(addr.sin_port);
+}
+
+// Removes the job's shared-memory segments when the job ends, on every path out of run_job.
+class ShmCleanup {
+ public:
+  explicit ShmCleanup(std::string job_id) : job_id_(std::move(job_id)) {}
+  ~ShmCleanup() {
+    try {
+      transport::shm_remove_job_segments(job_id_);
+    } catch (const std::exception& e) {
+      write_all(STDERR_FILENO, fmt::format("hoop-run: removing the job's shared memory: {}\n", e.what()));
+    }
+  }
+  ShmCleanup(const ShmCleanup&) = delete;
+  ShmCleanup& operator=(const ShmCleanup&) = delete;
+
+ private:
+  std::string job_id_;
+};
+
+}  // namespace
+
+int run_job(const RunOptions& opts) {
+  // Before the store's thread exists, so that it inherits the blocked signals.
+  SignalChannel signals;
+
+  const std::string job_id = opts.job_id.empty() ? random_job_id() : opts.job_id;
+  ShmCleanup cleanup(job_id);
+
+  TcpStoreServer store("127.0.0.1", 0);
+  JobEnvironment job_env;
+  job_env.nranks = opts.nranks;
+  job_env.store_addr = fmt::format("127.0.0.1:{}", store.port());
+  job_env.job_id = job_id;
+  job_env.master_port = opts.master_port ? *opts.master_port : free_loopback_port();
+  job_env.extra = opts.extra_env;
+
+  const std::vector<std::string> inherited = current_environment();
+  // Looked up once, in the ranks' PATH, so that a missing program is one clear message.
+  const std::vector<std::string> env0 = rank_environment(job_env, 0, inherited);
+  std::optional<std::string> program = resolve_program(opts.command[0], find_env(env0, "PATH"));
+  if (!program) {
+    write_all(STDERR_FILENO,
+              fmt::format("hoop-run: {}: program not found or not executable\n", opts.command[0]));
+    return 127;
+  }
+
+  UniqueFd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!dev_null.valid()) throw_system_error(ErrorCode::internal, "open /dev/null", errno);
+
+  SupervisorConfig config;
+  config.nranks = opts.nranks;
+  config.prefix_output = opts.prefix_output;
+  config.grace_seconds = opts.grace_seconds;
+  config.timeout_seconds = opts.timeout_seconds;
+  Supervisor supervisor(config, signals);
+  return supervisor.run([&](int rank) {
+    LaunchSpec spec;
+    spec.program_path = *program;
+    spec.argv = opts.command;
+    spec.env = rank_environment(job_env, rank, inherited);
+    spec.child_sigmask = signals.original_mask();
+    // Ranks never read the terminal: in their own process groups they would be stopped by
+    // SIGTTIN, and N readers of one stdin make no sense.
+    spec.stdin_fd = dev_null.get();
+    return spec;
+  });
+}
+
+}  // namespace hoop::run

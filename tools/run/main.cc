@@ -1,0 +1,25 @@
+// hoop-run: starts the N local ranks of a job and supervises them (see job.h).
+#include <unistd.h>
+
+#include <exception>
+
+#include <fmt/format.h>
+
+#include "hoop/error.h"
+#include "job.h"
+#include "options.h"
+#include "output_forwarder.h"
+
+int main(int argc, char** argv) {
+  auto parsed = hoop::run::parse_run_options(argc, argv);
+  if (!parsed.options) return parsed.exit_code;
+  try {
+    return hoop::run::run_job(*parsed.options);
+  } catch (const hoop::Error& e) {
+    hoop::run::write_all(STDERR_FILENO, fmt::format("hoop-run: {}\n", e.detail()));
+    return 1;
+  } catch (const std::exception& e) {
+    hoop::run::write_all(STDERR_FILENO, fmt::format("hoop-run: {}\n", e.what()));
+    return 1;
+  }
+}

@@ -1,0 +1,32 @@
+// Command line of hoop-run: `hoop-run -n N [options] -- program args...`.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace hoop::run {
+
+struct RunOptions {
+  int nranks = 0;
+  std::vector<std::string> command;  // program and its arguments
+  std::vector<std::pair<std::string, std::string>> extra_env;  // from -x NAME=VALUE, in order
+  std::string job_id;                   // empty: a random one
+  std::optional<uint16_t> master_port;  // empty: a free port
+  bool prefix_output = true;
+  double grace_seconds = 3.0;    // between SIGTERM and SIGKILL when stopping the ranks
+  double timeout_seconds = 0.0;  // 0: no timeout
+};
+
+// What parse_run_options decided: run with `options`, or exit at once with `exit_code`
+// (after --help, or a usage error already printed).
+struct ParsedCommandLine {
+  std::optional<RunOptions> options;
+  int exit_code = 0;
+};
+
+ParsedCommandLine parse_run_options(int argc, char** argv);
+
+}  // namespace hoop::run

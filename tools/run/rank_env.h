@@ -1,0 +1,32 @@
+// The environment each rank starts with: hoop-run's inherited environment, the variables that
+// tell a rank who it is and where the rendezvous store is (hoop's and torchrun's, so that
+// torch scripts run unchanged), then the user's -x NAME=VALUE.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace hoop::run {
+
+struct JobEnvironment {
+  int nranks = 0;
+  std::string store_addr;  // "127.0.0.1:<port>"
+  std::string job_id;
+  uint16_t master_port = 0;
+  std::vector<std::pair<std::string, std::string>> extra;  // applied last: the user wins
+};
+
+// "NAME=VALUE" entries for rank `rank`, starting from `inherited` (a copy of environ).
+std::vector<std::string> rank_environment(const JobEnvironment& job, int rank,
+                                          const std::vector<std::string>& inherited);
+
+// The value of NAME in a list of "NAME=VALUE" entries.
+std::optional<std::string> find_env(const std::vector<std::string>& env, const std::string& name);
+
+// A copy of this process's environment.
+std::vector<std::string> current_environment();
+
+}  // namespace hoop::run
