@@ -18,6 +18,7 @@
 #include "hoop/types.h"
 #include "support/reference.h"
 #include "support/spawn.h"
+#include "transport/shm/shm_transport.h"
 
 namespace hoop::test {
 namespace {
@@ -75,8 +76,8 @@ struct Case {
 
 // The cases of a job of n ranks, identical in the parent and in every rank. Small counts get
 // the full cross product; the big count runs on fewer combinations (time on 2 cores):
-// every dtype with sum, f32 and i32 with every op, a few dtypes for the data movers, and
-// broadcast/reduce with one root.
+// every dtype with sum, f32, i32, f16 and bf16 with every op, a few dtypes for the data
+// movers, and broadcast/reduce with one root each.
 std::vector<Case> make_cases(int n) {
   std::vector<Case> cases;
   auto add = [&](Coll coll, DataType dt, RedOp op, int root, size_t count, bool in_place) {
@@ -114,7 +115,8 @@ std::vector<Case> make_cases(int n) {
       for (RedOp op : kAllRedOps) {
         bool wanted;
         if (has_redop(coll)) {
-          wanted = op == RedOp::sum || dt == DataType::f32 || dt == DataType::i32;
+          wanted = op == RedOp::sum || dt == DataType::f32 || dt == DataType::i32 ||
+                   dt == DataType::f16 || dt == DataType::bf16;
         } else {
           wanted = op == RedOp::sum && (dt == DataType::f32 || dt == DataType::f64 ||
                                         dt == DataType::bf16 || dt == DataType::u8);
@@ -376,6 +378,7 @@ TEST_P(CollectivesTest, EveryCollectiveDtypeOpAndCount) {
     CommOptions copts;
     copts.timeout = std::chrono::seconds(60);
     auto comm = ctx.make_comm(copts);
+    ctx.report("JOB " + comm->job_id());
     ASSERT_EQ(comm->rank(), ctx.rank);
     ASSERT_EQ(comm->size(), n);
     CaseRunner runner(ctx, *comm, max_buffer_bytes(cases, n));
@@ -422,6 +425,19 @@ TEST_P(CollectivesTest, EveryCollectiveDtypeOpAndCount) {
     }
   }
   EXPECT_EQ(differing, 0) << "cases whose outputs differ between ranks";
+
+  // Nothing of the job left in /dev/shm.
+  std::string job;
+  for (const std::string& line : results[0].reports) {
+    if (line.rfind("JOB ", 0) == 0) job = line.substr(4);
+  }
+  ASSERT_FALSE(job.empty());
+  std::vector<std::string> left;
+  for (const std::string& e : hoop_shm_entries()) {
+    if (e.rfind("hoop-" + job + "-", 0) == 0) left.push_back(e);
+  }
+  EXPECT_EQ(left, std::vector<std::string>{});
+  transport::shm_remove_job_segments(job);
 }
 
 INSTANTIATE_TEST_SUITE_P(Collectives, CollectivesTest,

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <numeric>
 #include <sstream>
 #include <string>
@@ -21,6 +22,7 @@
 #include "hoop/store.h"
 #include "hoop/types.h"
 #include "support/spawn.h"
+#include "transport/shm/shm_transport.h"
 
 namespace hoop::test {
 namespace {
@@ -46,6 +48,14 @@ std::vector<std::string> job_segments(const std::string& job_id) {
     if (e.rfind(prefix, 0) == 0) out.push_back(e);
   }
   return out;
+}
+
+void expect_no_leftover_segments(const std::string& job_id) {
+  ASSERT_FALSE(job_id.empty()) << "no rank reported its job id";
+  EXPECT_EQ(job_segments(job_id), std::vector<std::string>{}) << "left in /dev/shm by job "
+                                                              << job_id;
+  // Whatever the verdict, leave the machine clean (as the launcher would).
+  transport::shm_remove_job_segments(job_id);
 }
 
 std::string reported_value(const std::vector<RankResult>& results, const std::string& key) {
@@ -192,25 +202,50 @@ TEST(CommFeatures, SplitRunsConcurrentlyWithTheParent) {
   EXPECT_TRUE(all_ok(results));
 }
 
-class SendRecvTest : public ::testing::TestWithParam<const char*> {};
+class SendRecvTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  // Runs body on 4 ranks over the transport of the test's parameter.
+  void run(const std::function<void(RankContext&, Communicator&)>& body) {
+    SpawnOptions opts;
+    opts.timeout = 90s;
+    if (std::string(GetParam()) == "tcp") opts.env.emplace_back("HOOP_TRANSPORT", "tcp");
+    auto results = run_ranks(4, [&](RankContext& ctx) {
+      CommOptions copts;
+      copts.timeout = 20s;
+      auto comm = ctx.make_comm(copts);
+      ctx.report("JOB " + comm->job_id());
+      body(ctx, *comm);
+    }, opts);
+    EXPECT_TRUE(all_ok(results));
+    expect_no_leftover_segments(reported_value(results, "JOB"));
+  }
+};
 
-TEST_P(SendRecvTest, PairsAndAnAsyncRing) {
-  SpawnOptions opts;
-  opts.timeout = 120s;
-  if (std::string(GetParam()) == "tcp") opts.env.emplace_back("HOOP_TRANSPORT", "tcp");
-  auto results = run_ranks(4, [](RankContext& ctx) {
-    auto comm = ctx.make_comm();
-    const int r = comm->rank();
-    const int n = comm->size();
+int32_t ring_value(size_t i, int rank) { return static_cast<int32_t>(i * 31) + rank; }
+
+void expect_ring_data(const std::vector<int32_t>& in, int from) {
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != ring_value(i, from)) {
+      ADD_FAILURE() << "element " << i << " of " << in.size() << " from rank " << from << ": "
+                    << in[i];
+      return;
+    }
+  }
+}
+
+TEST_P(SendRecvTest, PairsExchangeBothWays) {
+  run([](RankContext& ctx, Communicator& comm) {
+    const int r = comm.rank();
     // Pairs (0,1) and (2,3): the even rank sends, then the odd one answers.
     const int partner = r ^ 1;
     for (size_t count : {size_t{0}, size_t{1}, size_t{4099}, size_t{300000}}) {
+      ctx.report("pair exchange of " + std::to_string(count));
       std::vector<uint8_t> bytes(count);
       std::vector<double> reals(count);
       if (r % 2 == 0) {
         for (size_t i = 0; i < count; ++i) bytes[i] = static_cast<uint8_t>(i * 7 + r);
-        comm->send(bytes.data(), count, DataType::u8, partner);
-        comm->recv(reals.data(), count, DataType::f64, partner);
+        comm.send(bytes.data(), count, DataType::u8, partner);
+        comm.recv(reals.data(), count, DataType::f64, partner);
         for (size_t i = 0; i < count; ++i) {
           if (reals[i] != i * 0.25 + partner) {
             ADD_FAILURE() << "f64 element " << i << " of " << count << ": " << reals[i];
@@ -218,7 +253,7 @@ TEST_P(SendRecvTest, PairsAndAnAsyncRing) {
           }
         }
       } else {
-        comm->recv(bytes.data(), count, DataType::u8, partner);
+        comm.recv(bytes.data(), count, DataType::u8, partner);
         for (size_t i = 0; i < count; ++i) {
           if (bytes[i] != static_cast<uint8_t>(i * 7 + partner)) {
             ADD_FAILURE() << "u8 element " << i << " of " << count;
@@ -226,32 +261,76 @@ TEST_P(SendRecvTest, PairsAndAnAsyncRing) {
           }
         }
         for (size_t i = 0; i < count; ++i) reals[i] = i * 0.25 + r;
-        comm->send(reals.data(), count, DataType::f64, partner);
+        comm.send(reals.data(), count, DataType::f64, partner);
       }
     }
-    // A ring: everyone sends 12 MiB to its successor while receiving from its predecessor.
-    // Blocking sends could all wait for a receive that is never posted; the async send cannot.
+  });
+}
+
+TEST_P(SendRecvTest, RingOfBlockingCallsOrderedByParity) {
+  // 12 MiB around the ring: even ranks send first, odd ranks receive first.
+  run([](RankContext&, Communicator& comm) {
+    const int r = comm.rank(), n = comm.size();
     const size_t count = (size_t{12} << 20) / sizeof(int32_t);
     std::vector<int32_t> out(count), in(count, -1);
-    for (size_t i = 0; i < count; ++i) out[i] = static_cast<int32_t>(i) * 31 + r;
-    Work sent = comm->send_async(out.data(), count, DataType::i32, (r + 1) % n);
-    comm->recv(in.data(), count, DataType::i32, (r + n - 1) % n);
-    sent.wait();
-    const int prev = (r + n - 1) % n;
-    for (size_t i = 0; i < count; ++i) {
-      if (in[i] != static_cast<int32_t>(i) * 31 + prev) {
-        ADD_FAILURE() << "ring element " << i << ": " << in[i];
-        break;
-      }
+    for (size_t i = 0; i < count; ++i) out[i] = ring_value(i, r);
+    if (r % 2 == 0) {
+      comm.send(out.data(), count, DataType::i32, (r + 1) % n);
+      comm.recv(in.data(), count, DataType::i32, (r + n - 1) % n);
+    } else {
+      comm.recv(in.data(), count, DataType::i32, (r + n - 1) % n);
+      comm.send(out.data(), count, DataType::i32, (r + 1) % n);
     }
-    // Both directions asynchronous, receive posted first.
-    Work got = comm->recv_async(in.data(), 10, DataType::i32, (r + n - 1) % n);
-    Work put = comm->send_async(out.data(), 10, DataType::i32, (r + 1) % n);
+    expect_ring_data(in, (r + n - 1) % n);
+  });
+}
+
+TEST_P(SendRecvTest, RingOfAsyncSendsOfSmallMessages) {
+  // Everyone sends to its successor, then receives from its predecessor: the send is
+  // asynchronous, and small enough for the transport to buffer it.
+  run([](RankContext&, Communicator& comm) {
+    const int r = comm.rank(), n = comm.size();
+    const size_t count = 1000;
+    std::vector<int32_t> out(count), in(count, -1);
+    for (size_t i = 0; i < count; ++i) out[i] = ring_value(i, r);
+    Work sent = comm.send_async(out.data(), count, DataType::i32, (r + 1) % n);
+    comm.recv(in.data(), count, DataType::i32, (r + n - 1) % n);
+    sent.wait();
+    expect_ring_data(in, (r + n - 1) % n);
+  });
+}
+
+TEST_P(SendRecvTest, RingWithTheAsyncReceivePostedBeforeTheAsyncSend) {
+  // recv_async from the predecessor, then send_async to the successor, then wait for both
+  // (the MPI_Irecv, MPI_Isend, MPI_Waitall pattern): the send must not wait for the receive
+  // to complete, else every rank waits for its predecessor's send, queued behind its receive.
+  run([](RankContext&, Communicator& comm) {
+    const int r = comm.rank(), n = comm.size();
+    const size_t count = 1000;
+    std::vector<int32_t> out(count), in(count, -1);
+    for (size_t i = 0; i < count; ++i) out[i] = ring_value(i, r);
+    Work got = comm.recv_async(in.data(), count, DataType::i32, (r + n - 1) % n);
+    Work put = comm.send_async(out.data(), count, DataType::i32, (r + 1) % n);
     got.wait();
     put.wait();
-    EXPECT_EQ(in[9], 9 * 31 + prev);
-  }, opts);
-  EXPECT_TRUE(all_ok(results));
+    expect_ring_data(in, (r + n - 1) % n);
+  });
+}
+
+TEST_P(SendRecvTest, RingOfAsyncSendsLargerThanTheTransportBuffers) {
+  // As above with 12 MiB, more than a link buffers: an asynchronous send must not keep the
+  // receive issued after it from running (as MPI_Isend then MPI_Recv), else every rank waits
+  // for its successor to take data and the ring deadlocks.
+  run([](RankContext&, Communicator& comm) {
+    const int r = comm.rank(), n = comm.size();
+    const size_t count = (size_t{12} << 20) / sizeof(int32_t);
+    std::vector<int32_t> out(count), in(count, -1);
+    for (size_t i = 0; i < count; ++i) out[i] = ring_value(i, r);
+    Work sent = comm.send_async(out.data(), count, DataType::i32, (r + 1) % n);
+    comm.recv(in.data(), count, DataType::i32, (r + n - 1) % n);
+    sent.wait();
+    expect_ring_data(in, (r + n - 1) % n);
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(CommFeatures, SendRecvTest, ::testing::Values("shm", "tcp"),
@@ -468,9 +547,7 @@ TEST(CommFeatures, AbortFromAnotherThreadUnblocksAWaitingRank) {
   for (const auto& r : results) {
     for (const auto& line : r.reports) std::cout << "  rank " << r.rank << ": " << line << "\n";
   }
-  const std::string job = reported_value(results, "JOB");
-  ASSERT_FALSE(job.empty());
-  EXPECT_EQ(job_segments(job), std::vector<std::string>{});
+  expect_no_leftover_segments(reported_value(results, "JOB"));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -544,7 +621,7 @@ TEST(CommFeatures, FromEnvUnderTorchrun) {
   ASSERT_EQ(ids.size(), 3u);
   EXPECT_EQ(ids[0], ids[1]);
   EXPECT_EQ(ids[0], ids[2]);
-  EXPECT_EQ(job_segments(ids[0]), std::vector<std::string>{});
+  expect_no_leftover_segments(ids[0]);
 }
 
 }  // namespace

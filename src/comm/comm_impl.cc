@@ -70,7 +70,9 @@ CommImpl::CommImpl(std::shared_ptr<JobContext> job, uint64_t comm_id, int rank,
       links_(peers_.size()),
       engine_([this](int peer, TimePoint deadline) -> transport::Link& { return link(peer, deadline); },
               waiter_, abort_flag_, engine::config_from_env(local_size_)),
-      counters_(peers_.size()) {}
+      counters_(peers_.size()),
+      sends_to_(peers_.size()),
+      recvs_from_(peers_.size()) {}
 
 CommImpl::~CommImpl() {
   {
@@ -86,12 +88,15 @@ CommImpl::~CommImpl() {
 
 Work CommImpl::submit(OpTask t, bool blocking) {
   std::unique_lock lk(mu_);
-  t.seq = ++next_seq_;
-  try {
-    validate(t);
-  } catch (...) {
-    --next_seq_;  // refused calls do not consume a sequence number: peers never saw them
-    throw;
+  validate(t);  // refused calls consume no sequence number: peers never see them
+  // Collectives are numbered on the communicator; point-to-point calls per peer and direction,
+  // so the k-th send to a peer matches the peer's k-th receive from us.
+  if (t.desc.op == OpType::send) {
+    t.seq = ++sends_to_[static_cast<size_t>(t.desc.root)];
+  } else if (t.desc.op == OpType::recv) {
+    t.seq = ++recvs_from_[static_cast<size_t>(t.desc.root)];
+  } else {
+    t.seq = ++next_seq_;
   }
   auto state = std::make_shared<WorkState>(t.seq);
   t.work = state;
@@ -163,7 +168,7 @@ bool overlaps(const void* a, size_t abytes, const void* b, size_t bbytes) {
 
 void CommImpl::validate(const OpTask& t) const {
   const auto& d = t.desc;
-  const ErrorContext ctx{rank_, std::string(to_string(d.op)), t.seq, -1};
+  const ErrorContext ctx{rank_, std::string(to_string(d.op)), 0, -1};
   const int n = size();
   HOOP_CHECK_ARG(is_valid(t.dtype), ctx, "unknown dtype value {}", static_cast<int>(t.dtype));
   if (is_reducing(d.op)) {

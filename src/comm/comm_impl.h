@@ -118,7 +118,9 @@ class CommImpl {
   std::deque<OpTask> queue_;
   bool busy_ = false;
   bool stop_ = false;
-  uint64_t next_seq_ = 0;
+  uint64_t next_seq_ = 0;               // collectives
+  std::vector<uint64_t> sends_to_;       // point-to-point, per peer
+  std::vector<uint64_t> recvs_from_;
   std::thread worker_;
 };
 

@@ -30,7 +30,8 @@ void finish_avg(void* data, size_t n, DataType dt, int nranks);
 void to_f32(float* dst, const void* src, DataType src_dt, size_t n);    // src_dt f16|bf16|f32
 void from_f32(void* dst, DataType dst_dt, const float* src, size_t n);  // dst_dt f16|bf16|f32
 
-// Scalar references (no SIMD), for tests and for the tail of vector loops.
+// The reference: plain C++ loops without intrinsics, whatever instruction set is active
+// (for tests; the vector kernels must match it bit for bit).
 void reduce_scalar(void* dst, const void* a, const void* b, size_t n, DataType dt, RedOp op);
 
 // Name of the instruction set the dispatcher selected ("avx512", "avx2", "sse2", "scalar").
@@ -42,7 +43,7 @@ std::vector<std::string_view> available_isas();
 // Switches the dispatcher to the named instruction set for every later call in this process
 // (tests and benchmarks compare them). Returns false, changing nothing, for an unknown name or
 // one this CPU lacks. An empty name restores the default choice, re-reading HOOP_KERNEL_ISA.
-// Not meant to race with kernel calls on other threads (they would use either table).
+// Safe while other threads run kernels (each call uses the old or the new table).
 bool set_isa_for_testing(std::string_view isa);
 
 // Scalar f16/bf16 <-> f32 (exposed for tests and benchmarks' input generation).

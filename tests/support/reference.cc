@@ -141,6 +141,15 @@ T int_combine(RedOp op, T a, T b) {
   return a;
 }
 
+// Spacing of the 16-bit float type T around x (normal range).
+template <class T>
+double ulp16(double x) {
+  constexpr int mantissa_bits = std::is_same_v<T, Half> ? 10 : 7;
+  int exponent = 0;
+  std::frexp(x, &exponent);  // |x| = m * 2^exponent, m in [0.5, 1)
+  return std::ldexp(1.0, exponent - 1 - mantissa_bits);
+}
+
 template <class T>
 std::string format_value(T v) {
   std::ostringstream os;
@@ -188,6 +197,11 @@ std::string check_reduction_typed(const void* out, RedOp op, uint64_t seed, int 
         ok = g == acc;
       } else {
         ok = std::isfinite(g) && std::fabs(g - acc) <= tol * std::fabs(acc);
+        if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat>) {
+          // Accumulated in f32 and rounded once: within half a unit in the last place of the
+          // 16-bit type (plus the f32 accumulation's own error).
+          ok = ok && std::fabs(g - acc) <= 0.5 * ulp16<T>(acc) + 1e-6 * std::fabs(acc);
+        }
       }
       if (!ok) {
         std::ostringstream os;

@@ -29,7 +29,8 @@ void fill_inputs(void* buf, DataType dt, RedOp op, uint64_t seed, int rank, size
 
 // Checks out[j] == op over ranks 0..nranks-1 of input(r, first + j), for j < n: integers
 // exactly (avg: the sum divided by nranks, truncating), min/max exactly, other float results
-// within relative_tolerance(dt). Returns "" when all match, else the first mismatch and how
+// within relative_tolerance(dt) and, for f16/bf16 (accumulated in f32, rounded once), within
+// half a unit in the last place. Returns "" when all match, else the first mismatch and how
 // many elements differ.
 std::string check_reduction(const void* out, DataType dt, RedOp op, uint64_t seed, int nranks,
                             size_t first, size_t n);

@@ -47,6 +47,12 @@ std::string measurement_columns(const Measurement& m) {
                      m.busbw_gbps, wrong_text(m));
 }
 
+std::string algo_used_text(const RowResult& row) {
+  const std::string& a = row.out_of_place.algo_used;
+  const std::string& b = row.in_place.algo_used;
+  return a == b ? a : a + "/" + b;
+}
+
 }  // namespace
 
 Report::Report(const BenchConfig& cfg, RunInfo info) : cfg_(cfg), info_(std::move(info)) {
@@ -79,15 +85,15 @@ Report::Report(const BenchConfig& cfg, RunInfo info) : cfg_(cfg), info_(std::mov
       {"time", fmt::format("median over iterations of the per-iteration time, {}",
                            to_string(cfg_.combine))},
       {"busbw_factor", busbw_factor(cfg_.collective, info_.nranks)},
-      {"rows", nlohmann::json::array()},
-      {"avg_busbw_gbps", nlohmann::json::object()},
+      {"rows", nlohmann::ordered_json::array()},
+      {"avg_busbw_gbps", nlohmann::ordered_json::object()},
   };
 }
 
 void Report::print_header() {
-  fmt::print("# hoop-bench {} | hoop {} | {} ranks ({} on this host) | host {}\n",
-             to_string(cfg_.collective), HOOP_VERSION_STRING, info_.nranks, info_.local_ranks,
-             info_.host);
+  fmt::print("# hoop-bench {} | hoop {} | {} rank{} ({} on this host) | host {}\n",
+             to_string(cfg_.collective), HOOP_VERSION_STRING, info_.nranks,
+             info_.nranks == 1 ? "" : "s", info_.local_ranks, info_.host);
   fmt::print("#   sizes {} | warm-up {} + timed {} iterations per size | {} | check {}\n",
              size_steps_text(cfg_.sizes), cfg_.warmup_iters, cfg_.iters,
              cfg_.blocking ? "blocking calls" : "asynchronous calls", cfg_.check ? "on" : "off");
@@ -105,7 +111,9 @@ void Report::begin_section(const std::string& algo) {
   section_busbw_.clear();
   const char* algo_col = section_is_auto_ ? "  algo" : "";
   fmt::print("#\n# algorithm: {}\n#\n", section_is_auto_ ? "auto (the library's choice)" : algo);
-  fmt::print("# {:>66}{:>33}\n", "out-of-place", "in-place");
+  // The placement labels centred over their four columns; the row columns before them take
+  // 45 characters.
+  fmt::print("#{:44} {:^33} {:^33}\n", "", "out-of-place", "in-place");
   fmt::print("# {:>10} {:>12} {:>6} {:>6} {:>5} {:>9} {:>7} {:>7} {:>6} {:>9} {:>7} {:>7} {:>6}{}\n",
              "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time",
              "algbw", "busbw", "#wrong", algo_col);
@@ -120,7 +128,7 @@ void Report::add_row(const RowResult& row) {
   fmt::print("  {:>10} {:>12} {:>6} {:>6} {:>5} {} {}{}\n", l.bytes, l.count,
              to_string(cfg_.dtype), redop_column(cfg_), root_column(cfg_),
              measurement_columns(row.out_of_place), measurement_columns(row.in_place),
-             section_is_auto_ ? "  " + row.algo_used : "");
+             section_is_auto_ ? "  " + algo_used_text(row) : "");
   std::fflush(stdout);
   for (bool in_place : {false, true}) {
     const Measurement& m = in_place ? row.in_place : row.out_of_place;
@@ -161,8 +169,8 @@ void Report::finish() {
 void Report::write_csv_row(const RowResult& row, bool in_place) {
   if (!csv_.is_open()) return;
   const Measurement& m = in_place ? row.in_place : row.out_of_place;
-  csv_ << fmt::format("{},{},{},{},{},{},{},{},{},{:.3f},{:.4f},{:.4f},{},{},{},{},{}\n",
-                      to_string(cfg_.collective), section_algo_, row.algo_used,
+  csv_ << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                      to_string(cfg_.collective), section_algo_, m.algo_used,
                       placement_name(in_place), row.layout.bytes, row.layout.count,
                       to_string(cfg_.dtype), redop_column(cfg_), root_column(cfg_), m.time_us,
                       m.algbw_gbps, m.busbw_gbps, m.wrong ? std::to_string(*m.wrong) : "",
@@ -170,11 +178,11 @@ void Report::write_csv_row(const RowResult& row, bool in_place) {
   csv_.flush();
 }
 
-nlohmann::json Report::json_row(const RowResult& row, bool in_place) const {
+nlohmann::ordered_json Report::json_row(const RowResult& row, bool in_place) const {
   const Measurement& m = in_place ? row.in_place : row.out_of_place;
-  nlohmann::json j = {
+  nlohmann::ordered_json j = {
       {"algo", section_algo_},
-      {"algo_used", row.algo_used},
+      {"algo_used", m.algo_used},
       {"placement", placement_name(in_place)},
       {"size_bytes", row.layout.bytes},
       {"count", row.layout.count},
@@ -185,7 +193,7 @@ nlohmann::json Report::json_row(const RowResult& row, bool in_place) const {
       {"algbw_gbps", m.algbw_gbps},
       {"busbw_gbps", m.busbw_gbps},
   };
-  j["wrong"] = m.wrong ? nlohmann::json(*m.wrong) : nlohmann::json(nullptr);
+  j["wrong"] = m.wrong ? nlohmann::ordered_json(*m.wrong) : nlohmann::ordered_json(nullptr);
   return j;
 }
 

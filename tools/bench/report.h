@@ -38,7 +38,7 @@ class Report {
 
  private:
   void write_csv_row(const RowResult& row, bool in_place);
-  nlohmann::json json_row(const RowResult& row, bool in_place) const;
+  nlohmann::ordered_json json_row(const RowResult& row, bool in_place) const;
 
   const BenchConfig& cfg_;
   RunInfo info_;
@@ -47,7 +47,7 @@ class Report {
   std::vector<double> section_busbw_;
   uint64_t total_wrong_ = 0;
   std::ofstream csv_;
-  nlohmann::json json_;
+  nlohmann::ordered_json json_;
 };
 
 }  // namespace hoop::bench

@@ -35,7 +35,6 @@ RowResult CollectiveRunner::run(const Layout& layout, const std::string& algo) {
   RowResult row;
   row.layout = layout;
   row.out_of_place = measure(layout, false, opts);
-  row.algo_used = comm_.last_algorithm();
   row.in_place = measure(layout, true, opts);
   return row;
 }
@@ -63,7 +62,9 @@ Measurement CollectiveRunner::measure(const Layout& layout, bool in_place, const
   }
   time_iterations(layout, b, opts, cfg_.warmup_iters);
   comm_.barrier();  // every rank starts the timed loop together
-  m.time_us = combine_over_ranks(time_iterations(layout, b, opts, cfg_.iters));
+  std::vector<double> times = time_iterations(layout, b, opts, cfg_.iters);
+  m.algo_used = comm_.last_algorithm();  // before combining the times, itself an operation
+  m.time_us = combine_over_ranks(std::move(times));
   m.algbw_gbps = algbw_gbps(layout.bytes, m.time_us);
   m.busbw_gbps = m.algbw_gbps * busbw_factor(cfg_.collective, comm_.size());
   return m;

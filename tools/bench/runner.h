@@ -20,11 +20,11 @@ struct Measurement {
   double algbw_gbps = 0;
   double busbw_gbps = 0;
   std::optional<uint64_t> wrong;  // mismatching elements summed over ranks; nullopt: -c 0
+  std::string algo_used;  // what the library ran (it may choose per size when asked for auto)
 };
 
 struct RowResult {
   Layout layout;
-  std::string algo_used;  // what the library ran (it may choose per size when asked for auto)
   Measurement out_of_place;
   Measurement in_place;
 };

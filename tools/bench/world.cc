@@ -9,11 +9,13 @@ namespace hoop::bench {
 
 namespace {
 
-// A launcher tells each rank its number; without any of these variables the process runs
-// alone (the variables Communicator::from_env reads, see bootstrap/env_init.h).
+// A launcher tells each rank its number and the world's size; without any of these variables
+// (those Communicator::from_env reads, see bootstrap/env_init.h) the process runs alone. With
+// only some of them, from_env reports what is missing.
 bool started_by_a_launcher() {
-  for (const char* name : {"HOOP_RANK", "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
-                           "PMI_RANK"}) {
+  for (const char* name : {"HOOP_RANK", "HOOP_WORLD_SIZE", "RANK", "WORLD_SIZE",
+                           "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
+                           "SLURM_PROCID", "SLURM_NTASKS"}) {
     const char* value = std::getenv(name);
     if (value != nullptr && *value != '\0') return true;
   }

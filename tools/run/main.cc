@@ -1,4 +1,5 @@
 // hoop-run: starts the N local ranks of a job and supervises them (see job.h).
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <exception>
@@ -11,6 +12,11 @@
 #include "output_forwarder.h"
 
 int main(int argc, char** argv) {
+  // With stdin, stdout or stderr closed, the pipes and /dev/null opened for the ranks could
+  // take those numbers and be lost in the child's dup2 dance: give them /dev/null first.
+  for (int fd = STDIN_FILENO; fd <= STDERR_FILENO; ++fd) {
+    if (::fcntl(fd, F_GETFD) < 0) ::open("/dev/null", fd == STDIN_FILENO ? O_RDONLY : O_WRONLY);
+  }
   auto parsed = hoop::run::parse_run_options(argc, argv);
   if (!parsed.options) return parsed.exit_code;
   try {

@@ -16,8 +16,9 @@ namespace hoop::run {
 
 namespace {
 
-// How long output is still forwarded after the last rank ended, for descendants of a rank
-// that keep its pipes open (a daemon it left behind must not keep hoop-run alive).
+// How long output is still forwarded after the last rank ended, for descendants that left
+// the rank's process group (so survived it) and keep its pipes open: they must not keep
+// hoop-run alive.
 constexpr milliseconds kDrainAfterLastExit{500};
 constexpr size_t kReadChunk = 64 * 1024;
 

@@ -2,8 +2,10 @@
 // must produce a verdict (never a crash, never "ok" unless they are a well-formed Hello with
 // this job's keys), and replies must parse only when well-formed.
 //
-//   clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -Isrc -Iinclude \
-//     src/transport/tcp/fuzz_handshake.cc src/transport/tcp/handshake.cc -lfmt
+// Build and run (from the source root):
+//   clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -Isrc -Iinclude
+//           src/transport/tcp/fuzz_handshake.cc src/transport/tcp/handshake.cc -lfmt
+//   ./a.out -max_total_time=30 -max_len=128
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>

@@ -1,6 +1,7 @@
 #include "transport/tcp/socket_address.h"
 
 #include <arpa/inet.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <charconv>
@@ -114,8 +115,8 @@ std::string SocketAddress::host() const {
 
 std::string SocketAddress::to_string() const {
   const SocketAddress a = unmapped();
-  if (a.family() == AF_INET6) return "[" + a.host() + "]:" + std::to_string(a.port());
-  if (a.family() == AF_INET) return a.host() + ":" + std::to_string(a.port());
+  if (a.family() == AF_INET6) return fmt::format("[{}]:{}", a.host(), a.port());
+  if (a.family() == AF_INET) return fmt::format("{}:{}", a.host(), a.port());
   return "<unknown address>";
 }
 

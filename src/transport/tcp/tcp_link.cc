@@ -93,6 +93,8 @@ void TcpLink::make_room() noexcept {
     read_ = write_ = head_offset();
     return;
   }
+  // Without a move the caller still sees more than kCheapMoveBytes or a quarter of the buffer
+  // contiguous once enough has arrived: more than any header it must look at whole.
   if (capacity_ - write_ >= capacity_ / 4) return;
   const size_t live = write_ - read_;
   const size_t head = head_offset();
@@ -105,8 +107,9 @@ void TcpLink::make_room() noexcept {
 
 std::span<const std::byte> TcpLink::readable() {
   if (!poison_reason_.empty()) fail_closed();
+  if (read_ == write_) read_ = write_ = head_offset();
   if (!peer_closed_ && recv_error_ == 0) {
-    make_room();
+    // Only appends: a span returned earlier stays valid until consume().
     while (write_ < capacity_) {
       const ssize_t got = ::recv(fd_.get(), staging_.get() + write_, capacity_ - write_, MSG_DONTWAIT);
       if (got > 0) {
@@ -125,11 +128,11 @@ std::span<const std::byte> TcpLink::readable() {
     }
   }
   if (peer_closed_ || recv_error_ != 0) {
-    // What is buffered is still delivered; a second look without consuming means the caller
-    // needs bytes that will never come.
-    if (read_ == write_ || final_span_returned_) fail_closed();
-    final_span_returned_ = true;
+    // What is buffered is still delivered. A caller that saw all of it and then armed for more
+    // waits for bytes that will never come.
+    if (read_ == write_ || wants_more_than_final_) fail_closed();
   }
+  seen_all_ = read_ < write_;
   return {staging_.get() + read_, write_ - read_};
 }
 
@@ -142,21 +145,35 @@ void TcpLink::consume(size_t n) {
   if (n == 0) return;
   read_ += n;
   bytes_read_ += n;
-  final_span_returned_ = false;
-  if (read_ == write_) read_ = write_ = head_offset();
+  seen_all_ = false;
+  wants_more_than_final_ = false;
+  make_room();
 }
 
 bool TcpLink::arm(Waiter& w, bool want_read, bool want_write) {
   if (!poison_reason_.empty()) return false;
-  if (want_read && (read_ < write_ || peer_closed_ || recv_error_ != 0)) return false;
+  if (want_read) {
+    if (peer_closed_ || recv_error_ != 0) {
+      // Nothing more will arrive: the next readable() or check_peer_alive() says so, unless
+      // bytes the caller has not looked at yet are buffered.
+      if (seen_all_) wants_more_than_final_ = true;
+      return false;
+    }
+    // Buffered bytes the caller has not seen since its last consume(): progress is possible.
+    // Bytes it saw and left (half an element, a partial frame) need more from the socket.
+    if (read_ < write_ && !seen_all_) return false;
+  }
   if (want_read || want_write) w.add_fd(fd_.get(), want_read, want_write);
   return true;
 }
 
 void TcpLink::check_peer_alive() {
   if (!poison_reason_.empty()) fail_closed();
-  if (read_ < write_) return;  // data to deliver first
-  if (peer_closed_ || recv_error_ != 0) fail_closed();
+  if (peer_closed_ || recv_error_ != 0) {
+    if (read_ == write_ || wants_more_than_final_) fail_closed();
+    return;  // data to deliver first
+  }
+  if (read_ < write_) return;
   pollfd p{fd_.get(), POLLIN | POLLRDHUP, 0};
   if (::poll(&p, 1, 0) <= 0) return;
   if (!(p.revents & (POLLERR | POLLHUP | POLLRDHUP))) return;

@@ -34,8 +34,8 @@ class TcpLink final : public Link {
  private:
   [[noreturn]] void fail_closed() const;
   [[noreturn]] void fail_errno(const char* what, int err) const;
-  // Moves unconsumed bytes to the front when the free tail is short and the move is cheap
-  // compared to what it frees (each byte is moved at most once on average).
+  // After consume(): moves unconsumed bytes to the front when the free tail is short and the
+  // move is cheap compared to what it frees (each byte is moved at most once on average).
   void make_room() noexcept;
   size_t head_offset() const noexcept { return static_cast<size_t>(bytes_read_ % 8); }
 
@@ -52,9 +52,11 @@ class TcpLink final : public Link {
   size_t write_ = 0;
   int recv_error_ = 0;        // errno of a failed recv, reported once the buffer drains
   bool peer_closed_ = false;  // recv returned 0
-  // readable() handed out the last bytes that will ever arrive and nothing was consumed since:
-  // asking again means the caller waits for more, which can never come.
-  bool final_span_returned_ = false;
+  // readable() showed every buffered byte and nothing was consumed since: arming for reading
+  // then means the caller needs more than is buffered, so it may sleep on the socket.
+  bool seen_all_ = false;
+  // The peer closed, the caller saw the last bytes that will ever arrive and armed for more.
+  bool wants_more_than_final_ = false;
   std::string poison_reason_;
 };
 
