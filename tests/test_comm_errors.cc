@@ -102,8 +102,9 @@ bool names_rank(const std::string& text, int r) {
     const std::string needle = word + number;
     for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) {
       const size_t end = at + needle.size();
-      const bool starts_word = at == 0 || !std::isalnum(static_cast<unsigned char>(text[at - 1]));
-      const bool ends_word = end == text.size() || !std::isdigit(static_cast<unsigned char>(text[end]));
+      const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
+      const bool starts_word = at == 0 || !std::isalnum(byte(at - 1));
+      const bool ends_word = end == text.size() || !std::isdigit(byte(end));
       if (starts_word && ends_word) return true;
     }
   }

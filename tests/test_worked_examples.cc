@@ -266,7 +266,8 @@ TEST(WorkedExamples, FourRankRingReduceScatterOwnership) {
 
   const RankSet everyone = (RankSet{1} << n) - 1;
   for (int r = 0; r < n; ++r) {
-    const int owned = (r + 1) % n;  // rank 0 chunk 1, rank 1 chunk 2, rank 2 chunk 3, rank 3 chunk 0
+    // Rank 0 owns chunk 1, rank 1 chunk 2, rank 2 chunk 3, rank 3 chunk 0.
+    const int owned = (r + 1) % n;
     EXPECT_EQ(schedule::ring_allreduce_owned_chunk(r, n), owned);
     for (size_t j = chunks.offset(owned); j < chunks.offset(owned + 1); ++j) {
       EXPECT_EQ(sim.ranks[r].recv[j], everyone)

@@ -41,6 +41,9 @@ bool is_reducing(OpType op) {
 
 bool is_half(DataType dt) { return dt == DataType::f16 || dt == DataType::bf16; }
 
+// Header phase of the HOOP_CHECK=1 signature exchange.
+constexpr uint8_t kSignaturePhase = 0x80;
+
 }  // namespace
 
 namespace {
@@ -71,6 +74,7 @@ CommImpl::CommImpl(std::shared_ptr<JobContext> job, uint64_t comm_id, int rank,
       engine_([this](int peer, TimePoint deadline) -> transport::Link& { return link(peer, deadline); },
               waiter_, abort_flag_, engine::config_from_env(local_size_)),
       counters_(peers_.size()),
+      signature_check_(env::get_int("HOOP_CHECK").value_or(0) != 0),
       sends_to_(peers_.size()),
       recvs_from_(peers_.size()) {}
 
@@ -238,6 +242,11 @@ void CommImpl::execute(const OpTask& t) {
   id.rank = rank_;
   try {
     if (abort_flag_.load()) throw_error(ErrorCode::aborted, "the communicator was aborted", ctx);
+    if (signature_check_ && t.desc.op != OpType::send && t.desc.op != OpType::recv) {
+      engine::OpIdentity check = id;
+      check.phase = kSignaturePhase;
+      run_schedule(schedule::signature_ring(size(), rank_), t.dtype, engine::Buffers{}, check, timeout);
+    }
     const std::string algo = choose_algorithm(t);
     if (is_half(t.dtype) && is_reducing(t.desc.op)) {
       run_half_precision(t, algo, id, timeout);

@@ -108,6 +108,7 @@ class CommImpl {
   engine::ScratchPool scratch_;
   engine::ScratchPool staging_;  // f32 copies for f16/bf16 reductions
   std::vector<engine::PeerCounters> counters_;
+  const bool signature_check_;  // HOOP_CHECK=1: compare every collective's call across ranks first
   uint64_t ops_done_ = 0;
   std::string last_algorithm_;
   std::exception_ptr failure_;  // set once an operation failed: the communicator is unusable

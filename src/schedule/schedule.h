@@ -94,6 +94,10 @@ RankSchedule chain_broadcast(const CollectiveDesc& desc, int rank);
 RankSchedule chain_reduce(const CollectiveDesc& desc, int rank);
 // Dissemination barrier: ceil(log2 N) rounds of empty messages to r+2^k.
 RankSchedule dissemination_barrier(const CollectiveDesc& desc, int rank);
+// One step of empty messages around the ring: run before an operation with that operation's
+// identity in the headers, it makes every rank compare its call with its predecessor's
+// (HOOP_CHECK=1), so any difference between ranks is caught before data moves.
+RankSchedule signature_ring(int nranks, int rank);
 // Point-to-point: one send or receive.
 RankSchedule point_to_point(const CollectiveDesc& desc, int rank);
 

@@ -16,6 +16,18 @@ RankSchedule dissemination_barrier(const CollectiveDesc& d, int r) {
   return s;
 }
 
+RankSchedule signature_ring(int nranks, int r) {
+  RankSchedule s;
+  s.algorithm = "signature-check";
+  if (nranks > 1) {
+    Step step;
+    step.actions.push_back(send_to(wrap(r + 1, nranks), Range{Buf::send, 0, 0}));
+    step.actions.push_back(recv_copy_from(wrap(r - 1, nranks), Range{Buf::recv, 0, 0}));
+    s.steps.push_back(std::move(step));
+  }
+  return s;
+}
+
 RankSchedule point_to_point(const CollectiveDesc& d, int /*rank*/) {
   RankSchedule s;
   s.algorithm = "p2p";
