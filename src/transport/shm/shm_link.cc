@@ -73,14 +73,7 @@ ShmLink::ShmLink(void* base, size_t mapped_bytes, int my_rank, int peer_rank, pi
   readable_end_ = read_pos_;
 }
 
-ShmLink::~ShmLink() {
-  // The peer never attached (it failed or never got this far): the name is still ours to remove,
-  // since only the second arrival unlinks it.
-  if (control_->header.pid[1 - side_].load(std::memory_order_acquire) == 0) {
-    shm_unlink(segment_name_.c_str());
-  }
-  munmap(base_, mapped_bytes_);
-}
+ShmLink::~ShmLink() { munmap(base_, mapped_bytes_); }
 
 ErrorContext ShmLink::error_context() const {
   ErrorContext ctx;
