@@ -37,25 +37,6 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-// CLOCK_MONOTONIC, shared by every process of the machine.
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-      .count();
-}
-
-std::vector<std::string> job_segments(const std::string& job_id) {
-  std::vector<std::string> out;
-  const std::string prefix = "hoop-" + job_id + "-";
-  for (const auto& e : hoop_shm_entries()) {
-    if (e.rfind(prefix, 0) == 0) out.push_back(e);
-  }
-  return out;
-}
-
 // The lines a rank reported that start with `key `, without the key.
 std::vector<std::string> reported(const RankResult& r, const std::string& key) {
   std::vector<std::string> out;

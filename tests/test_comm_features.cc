@@ -31,26 +31,6 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-// Steady clock in nanoseconds: CLOCK_MONOTONIC is shared by every process of the machine.
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-      .count();
-}
-
-// Segments of this job still in /dev/shm.
-std::vector<std::string> job_segments(const std::string& job_id) {
-  std::vector<std::string> out;
-  const std::string prefix = "hoop-" + job_id + "-";
-  for (const auto& e : hoop_shm_entries()) {
-    if (e.rfind(prefix, 0) == 0) out.push_back(e);
-  }
-  return out;
-}
-
 void expect_no_leftover_segments(const std::string& job_id) {
   ASSERT_FALSE(job_id.empty()) << "no rank reported its job id";
   EXPECT_EQ(job_segments(job_id), std::vector<std::string>{}) << "left in /dev/shm by job "

@@ -56,6 +56,25 @@ std::vector<std::string> hoop_shm_entries() {
   return out;
 }
 
+std::vector<std::string> job_segments(const std::string& job_id) {
+  std::vector<std::string> out;
+  const std::string prefix = "hoop-" + job_id + "-";
+  for (const auto& e : hoop_shm_entries()) {
+    if (e.rfind(prefix, 0) == 0) out.push_back(e);
+  }
+  return out;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 namespace {
 
 int listen_loopback(uint16_t* port) {

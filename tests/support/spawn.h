@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <utility>
@@ -59,5 +60,12 @@ std::string unique_job_id();
 
 // Names of /dev/shm entries of hoop jobs (for leak checks).
 std::vector<std::string> hoop_shm_entries();
+// Those of one job ("hoop-<job_id>-...").
+std::vector<std::string> job_segments(const std::string& job_id);
+
+double seconds_since(std::chrono::steady_clock::time_point t);
+// Steady clock in nanoseconds: CLOCK_MONOTONIC is shared by every process of the machine, so
+// ranks can compare instants.
+int64_t now_ns();
 
 }  // namespace hoop::test
