@@ -23,7 +23,7 @@
 #include "hoop/error.h"
 #include "transport/tcp/handshake.h"
 #include "transport/tcp/interfaces.h"
-#include "transport/tcp/socket_address.h"
+#include "core/socket_address.h"
 #include "transport/tcp/tcp_link.h"
 #include "transport/tcp/tcp_transport.h"
 #include "transport/tcp/unique_fd.h"
@@ -34,7 +34,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using tcp::HelloStatus;
-using tcp::SocketAddress;
+using hoop::SocketAddress;
 
 // ---------------------------------------------------------------------------------------------
 // Test helpers
@@ -891,7 +891,7 @@ void connect_over(const std::string& loopback_host, int expected_family) {
     auto link = tcp_connect(listener, params_for(5, ctx.rank, 1 - ctx.rank, only), Clock::now() + 20s);
     auto* tcp_link = dynamic_cast<tcp::TcpLink*>(link.get());
     ASSERT_NE(tcp_link, nullptr);
-    auto remote = tcp::remote_address(tcp_link->fd());
+    auto remote = hoop::remote_address(tcp_link->fd());
     ASSERT_TRUE(remote);
     EXPECT_EQ(remote->unmapped().family(), expected_family) << remote->to_string();
     EXPECT_TRUE(remote->is_loopback());

@@ -17,7 +17,7 @@
 #include <mutex>
 #include <thread>
 
-#include "bootstrap/socket_address.h"
+#include "core/socket_address.h"
 #include "bootstrap/store_protocol.h"
 #include "bootstrap/store_values.h"
 #include "bootstrap/timed_store.h"
@@ -87,7 +87,7 @@ int try_connect(const addrinfo* ai, TimePoint deadline, int* err) {
 
 // Resolves and connects, retrying with exponential backoff (the server may not be up yet).
 int connect_with_retry(const std::string& host, uint16_t port, milliseconds timeout) {
-  const std::string where = bootstrap::join_host_port(host, port);
+  const std::string where = join_host_port(host, port);
   const TimePoint start = Clock::now();
   const TimePoint deadline = start + timeout;
   milliseconds backoff = kFirstBackoff;
@@ -115,7 +115,7 @@ int connect_with_retry(const std::string& host, uint16_t port, milliseconds time
           return fd;
         }
         last_error = fmt::format("connect to {}: {} (errno {})",
-                                 bootstrap::format_address(ai->ai_addr, ai->ai_addrlen),
+                                 SocketAddress::from(ai->ai_addr, ai->ai_addrlen).to_string(),
                                  std::strerror(err), err);
       }
       ::freeaddrinfo(res);
@@ -154,7 +154,7 @@ class TcpStoreClient final : public bootstrap::TimedStore {
  public:
   TcpStoreClient(std::string host, uint16_t port, milliseconds connect_timeout)
       : host_(std::move(host)), port_(port), connect_timeout_(connect_timeout),
-        where_(bootstrap::join_host_port(host_, port_)) {
+        where_(join_host_port(host_, port_)) {
     idle_.push_back(std::make_unique<Connection>(connect_with_retry(host_, port_, connect_timeout_)));
   }
 

@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "bootstrap/socket_address.h"
+#include "core/socket_address.h"
 #include "bootstrap/store_protocol.h"
 #include "bootstrap/store_values.h"
 #include "core/clock.h"
@@ -130,7 +130,7 @@ int bind_listen_socket(const std::string& host, uint16_t port) {
   if (fd < 0) {
     throw_system_error(ErrorCode::init,
                        fmt::format("store server: cannot listen on {}",
-                                   bootstrap::join_host_port(host, port)),
+                                   join_host_port(host, port)),
                        err, {.op = "store.listen"});
   }
   return fd;
@@ -321,7 +321,7 @@ void TcpStoreServer::Impl::accept_all() {
     auto c = std::make_unique<Connection>();
     c->id = next_id++;
     c->fd = fd;
-    c->remote = bootstrap::format_address(reinterpret_cast<sockaddr*>(&ss), len);
+    c->remote = SocketAddress::from(reinterpret_cast<sockaddr*>(&ss), len).to_string();
     c->interest = EPOLLIN | EPOLLRDHUP;
     epoll_event ev{};
     ev.events = c->interest;

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "transport/tcp/socket_address.h"
+#include "core/socket_address.h"
 
 namespace hoop::transport::tcp {
 

@@ -15,7 +15,7 @@
 #include "core/log.h"
 #include "transport/tcp/handshake.h"
 #include "transport/tcp/interfaces.h"
-#include "transport/tcp/socket_address.h"
+#include "core/socket_address.h"
 #include "transport/tcp/socket_options.h"
 #include "transport/tcp/tcp_link.h"
 #include "transport/tcp/tcp_transport.h"
@@ -23,7 +23,7 @@
 
 namespace hoop::transport {
 
-using tcp::SocketAddress;
+using hoop::SocketAddress;
 using tcp::UniqueFd;
 
 namespace {
@@ -253,12 +253,12 @@ std::unique_ptr<Link> tcp_connect(TcpListener& listener, const TcpLinkParams& p,
     fd = connect_actively(listener, p, deadline, &where);
   } else {
     fd.reset(listener.accept_from(p.comm_id, p.peer_rank, p.my_rank, p.channel, deadline));
-    auto remote = tcp::remote_address(fd.get());
+    auto remote = hoop::remote_address(fd.get());
     where = remote ? remote->to_string() : "?";
   }
   tcp::configure_link_socket(fd.get());
   if (log::enabled(log::Level::info)) {
-    auto local = tcp::local_address(fd.get());
+    auto local = hoop::local_address(fd.get());
     HOOP_INFO("tcp: link to rank {} (communicator {:#x}, channel {}) {} {} via interface {}",
               p.peer_rank, p.comm_id, p.channel, p.my_rank < p.peer_rank ? "connected to" : "accepted from",
               where, local ? tcp::interface_of(*local) : "?");

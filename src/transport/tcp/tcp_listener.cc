@@ -19,7 +19,7 @@
 #include "core/log.h"
 #include "transport/tcp/handshake.h"
 #include "transport/tcp/interfaces.h"
-#include "transport/tcp/socket_address.h"
+#include "core/socket_address.h"
 #include "transport/tcp/socket_options.h"
 #include "transport/tcp/tcp_transport.h"
 #include "transport/tcp/unique_fd.h"
@@ -27,7 +27,7 @@
 namespace hoop::transport {
 
 using tcp::HelloStatus;
-using tcp::SocketAddress;
+using hoop::SocketAddress;
 using tcp::UniqueFd;
 
 namespace {
@@ -235,7 +235,7 @@ TcpListener::TcpListener(const std::string& job_id) : impl_(std::make_unique<Imp
   if (::listen(s.fd.get(), kListenBacklog) != 0) {
     throw_system_error(ErrorCode::transport, "cannot listen on the TCP socket", errno);
   }
-  auto local = tcp::local_address(s.fd.get());
+  auto local = hoop::local_address(s.fd.get());
   if (!local) throw_system_error(ErrorCode::transport, "getsockname on the TCP listener", errno);
   s.port = local->port();
   s.job_key = tcp::fnv1a64(job_id);

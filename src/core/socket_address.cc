@@ -1,4 +1,4 @@
-#include "transport/tcp/socket_address.h"
+#include "core/socket_address.h"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -7,7 +7,7 @@
 #include <charconv>
 #include <cstring>
 
-namespace hoop::transport::tcp {
+namespace hoop {
 
 namespace {
 
@@ -134,4 +134,9 @@ std::optional<SocketAddress> remote_address(int fd) {
   return SocketAddress::from(reinterpret_cast<sockaddr*>(&s), len);
 }
 
-}  // namespace hoop::transport::tcp
+std::string join_host_port(const std::string& host, unsigned port) {
+  if (host.find(':') != std::string::npos) return fmt::format("[{}]:{}", host, port);
+  return fmt::format("{}:{}", host, port);
+}
+
+}  // namespace hoop

@@ -1,4 +1,4 @@
-// Numeric socket addresses as hoop publishes them: "1.2.3.4:5000" and "[fd00::2]:5000".
+// Numeric socket addresses as hoop publishes and logs them: "1.2.3.4:5000" and "[fd00::2]:5000".
 // No name resolution: peers publish addresses, not host names.
 #pragma once
 
@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-namespace hoop::transport::tcp {
+namespace hoop {
 
 struct SocketAddress {
   sockaddr_storage storage{};
@@ -34,8 +34,11 @@ struct SocketAddress {
   std::string host() const;
 };
 
+// "host:port", with brackets around an IPv6 literal (for messages about hosts by name).
+std::string join_host_port(const std::string& host, unsigned port);
+
 // Address of the local (getsockname) or remote (getpeername) end of a socket; empty on error.
 std::optional<SocketAddress> local_address(int fd);
 std::optional<SocketAddress> remote_address(int fd);
 
-}  // namespace hoop::transport::tcp
+}  // namespace hoop
