@@ -6,7 +6,8 @@
 SHELL := /bin/bash
 JOBS ?= 2
 APT_PACKAGES := cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev \
-                libfmt-dev libcli11-dev nlohmann-json3-dev
+                libfmt-dev libcli11-dev nlohmann-json3-dev ccache libopenblas-dev libhwloc-dev \
+                iproute2
 BIN := build/release/bin
 
 .PHONY: all deps build demo test test-asan test-tsan bench-kernels clean

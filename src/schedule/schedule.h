@@ -38,6 +38,9 @@ struct Action {
   // For a send: index (within the same step) of the receive it forwards. Element i may be sent
   // once that receive has completed element i, so a chain pipelines in slices.
   int after = -1;
+  // Which of the parallel links to `peer` carries the transfer (multi-channel schedules).
+  // Both sides of a transfer name the same channel.
+  int channel = 0;
 };
 
 // The actions of one step run concurrently; a step starts when the previous one is complete.
@@ -52,6 +55,16 @@ struct RankSchedule {
   size_t scratch_count = 0;  // elements of scratch needed
 };
 
+// Where the ranks run: host_of_rank[r] is the index (0..nhosts-1, numbered in order of first
+// appearance) of rank r's host. Ranks of one host talk over shared memory.
+struct Topology {
+  std::vector<int> host_of_rank;
+  int nhosts() const;
+  std::vector<int> ranks_of_host(int host) const;  // in rank order
+  static Topology single_host(int nranks);
+  static Topology from_host_ids(const std::vector<std::string>& host_ids);
+};
+
 // What a collective call asks for, independent of buffers' addresses.
 struct CollectiveDesc {
   OpType op = OpType::allreduce;
@@ -61,6 +74,8 @@ struct CollectiveDesc {
   int root = 0;      // broadcast/reduce root; send/recv peer
   RedOp redop = RedOp::sum;
   bool in_place = false;
+  const Topology* topology = nullptr;  // null: every rank on one host
+  int nchannels = 1;                   // parallel links per peer a builder may spread over
 };
 
 // A contiguous split of `count` elements into `parts` chunks whose sizes differ by at most one.
