@@ -22,12 +22,14 @@
 // (AllReduce; for Reduce at the top) or in scratch (Reduce elsewhere: a non-root's buffers are
 // not written).
 //
-// Cost (M bytes, K chunks per half, depth D ~ log2 N + 1, alpha per message, beta per byte):
-//   AllReduce: K + D steps; a rank sends and receives about 2M bytes (M up, M down); time about
-//     (K + D) * (alpha + beta*M/K) -- log N latency for small M, about 2*beta*M... for large M
-//     (ring: 2(N-1)/N * beta*M with 2(N-1) steps).
-//   Reduce: K + D - 1 steps (+1 for avg); about M bytes sent and received per rank.
-//   Broadcast: 1 step; the engine streams each half down its tree slice by slice (after), a rank
+// Cost (M bytes, K = ceil(count / 2 / kTreeChunkElements) chunks per half, depth D of about
+// log2 N, alpha per message, beta per byte; chunk bytes c = M / 2K):
+//   AllReduce: K + D + 1 steps. A rank sends and receives about 2M bytes in all (M up, M down),
+//     at most 4 chunks each way per step: time about (K + D + 1) * (alpha + 4*beta*c), that is
+//     (log2 N + 2)*alpha + 2*beta*M for one chunk, and about 2*beta*M + K*alpha for large M
+//     (ring: 2(N-1)*alpha + 2(N-1)/N*beta*M).
+//   Reduce: K + D steps (+1 for avg); about M bytes sent and received per rank.
+//   Broadcast: 1 step; the engine streams each half down its tree slice by slice (after): a rank
 //     receives M bytes and sends at most M; time about D*alpha + beta*M.
 #include <algorithm>
 
