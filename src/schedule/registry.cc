@@ -31,6 +31,14 @@ const std::vector<Entry>& registry() {
       {OpType::barrier, "dissemination", dissemination_barrier},
       {OpType::send, "p2p", point_to_point},
       {OpType::recv, "p2p", point_to_point},
+      // ---- tree and naive (begin) ----
+      {OpType::allreduce, "tree", tree_allreduce},
+      {OpType::reduce, "tree", tree_reduce},
+      {OpType::broadcast, "tree", tree_broadcast},
+      {OpType::allreduce, "naive", naive_allreduce},
+      {OpType::reduce, "naive", naive_reduce},
+      {OpType::broadcast, "naive", naive_broadcast},
+      // ---- tree and naive (end) ----
   };
   return entries;
 }

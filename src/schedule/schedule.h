@@ -116,6 +116,33 @@ RankSchedule signature_ring(int nranks, int rank);
 // Point-to-point: one send or receive.
 RankSchedule point_to_point(const CollectiveDesc& desc, int rank);
 
+// ---- tree and naive algorithms (begin) ----
+// The two binary trees of the "tree" algorithm over ranks: the top (the root of a Reduce or
+// Broadcast, rank 0 for AllReduce) heads both trees with one child in each; every other rank
+// has two children in at most one of the trees, so each rank forwards about as much data as
+// it receives. parent[r] is -1 for the top; children[r] lists 0, 1 or 2 ranks.
+struct BinaryTree {
+  std::vector<int> parent;
+  std::vector<std::vector<int>> children;
+};
+struct DoubleBinaryTree {
+  int top = 0;
+  BinaryTree trees[2];
+};
+DoubleBinaryTree double_binary_tree(int nranks, int top);
+// Elements per pipeline chunk of the tree's reduction (32 Ki elements: 128 KiB of f32).
+inline constexpr size_t kTreeChunkElements = 32768;
+// Double binary tree: half of the buffer reduced up (and broadcast down) each tree.
+RankSchedule tree_allreduce(const CollectiveDesc& desc, int rank);
+RankSchedule tree_reduce(const CollectiveDesc& desc, int rank);
+RankSchedule tree_broadcast(const CollectiveDesc& desc, int rank);
+// Parameter server: everyone sends its buffer to the root, which reduces in rank order (and,
+// for AllReduce, root 0 sends the result back to everyone).
+RankSchedule naive_allreduce(const CollectiveDesc& desc, int rank);
+RankSchedule naive_reduce(const CollectiveDesc& desc, int rank);
+RankSchedule naive_broadcast(const CollectiveDesc& desc, int rank);
+// ---- tree and naive algorithms (end) ----
+
 // The default algorithm for a collective (until the tuner picks among several).
 RankSchedule build_default(const CollectiveDesc& desc, int rank);
 // By name ("ring", "chain", ...); throws hoop::Error{invalid_argument} for an unknown name or
