@@ -58,6 +58,11 @@ int local_count(const std::vector<PeerInfo>& peers, int rank) {
   for (const auto& p : peers) n += p.host_id == peers[static_cast<size_t>(rank)].host_id;
   return n;
 }
+schedule::Topology topology_of(const std::vector<PeerInfo>& peers) {
+  std::vector<std::string> ids;
+  for (const auto& p : peers) ids.push_back(p.host_id);
+  return schedule::Topology::from_host_ids(ids);
+}
 }  // namespace
 
 CommImpl::CommImpl(std::shared_ptr<JobContext> job, uint64_t comm_id, int rank,
@@ -66,6 +71,7 @@ CommImpl::CommImpl(std::shared_ptr<JobContext> job, uint64_t comm_id, int rank,
       comm_id_(comm_id),
       rank_(rank),
       peers_(std::move(peers)),
+      topology_(topology_of(peers_)),
       local_rank_(local_index(peers_, rank_)),
       local_size_(local_count(peers_, rank_)),
       transport_mode_(transport_mode(opts)),
@@ -93,6 +99,7 @@ CommImpl::~CommImpl() {
 Work CommImpl::submit(OpTask t, bool blocking) {
   std::unique_lock lk(mu_);
   validate(t);  // refused calls consume no sequence number: peers never see them
+  t.desc.topology = &topology_;
   // Collectives are numbered on the communicator; point-to-point calls per peer and direction,
   // so the k-th send to a peer matches the peer's k-th receive from us.
   if (t.desc.op == OpType::send) {

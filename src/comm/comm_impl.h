@@ -94,6 +94,7 @@ class CommImpl {
   uint64_t comm_id_;
   int rank_;
   std::vector<PeerInfo> peers_;
+  schedule::Topology topology_;  // host of every rank, for the schedules (desc.topology)
   int local_rank_ = 0;
   int local_size_ = 1;
   std::string transport_mode_;  // auto, shm, tcp
