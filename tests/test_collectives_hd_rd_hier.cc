@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "hoop/communicator.h"
 #include "hoop/error.h"
 #include "hoop/types.h"
+#include "schedule/schedule.h"
 #include "support/reference.h"
 #include "support/spawn.h"
 
@@ -198,10 +200,27 @@ void run_job(int n, const std::vector<AlgoCase>& cases, const std::function<int(
       if (::testing::Test::HasFailure()) break;
     }
     if (host >= 0) {
-      // Fake hosts took effect: same host over shared memory, others over TCP.
+      // Fake hosts took effect: same host over shared memory, others over TCP, and the
+      // communicator handed the hosts to the schedule: it connected exactly to the peers the
+      // hierarchical schedule of that topology names.
+      std::vector<std::string> ids;
+      for (int r = 0; r < n; ++r) ids.push_back(std::to_string(host_of(r)));
+      const schedule::Topology topo = schedule::Topology::from_host_ids(ids);
+      schedule::CollectiveDesc d;
+      d.nranks = n;
+      d.count = kSizes[std::size(kSizes) - 1];
+      d.topology = &topo;
+      std::set<int> expected, connected;
+      for (const auto& step : schedule::build("hierarchical", d, ctx.rank).steps) {
+        for (const auto& a : step.actions) {
+          if (a.peer >= 0) expected.insert(a.peer);
+        }
+      }
       for (const LinkStats& link : comm->stats().links) {
         EXPECT_EQ(link.transport, host_of(link.peer) == host ? "shm" : "tcp") << "link to " << link.peer;
+        connected.insert(link.peer);
       }
+      EXPECT_EQ(connected, expected);
     }
     ctx.report("DONE");
   }, opts);
@@ -236,7 +255,7 @@ TEST_P(HdRdHierTest, OneHost) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, HdRdHierTest, ::testing::Values(1, 2, 3, 4, 5, 6, 8),
-                         [](const auto& info) { return "n" + std::to_string(info.param); });
+                         [](const ::testing::TestParamInfo<int>& p) { return "n" + std::to_string(p.param); });
 
 struct FakeTopology {
   const char* name;
@@ -257,7 +276,7 @@ INSTANTIATE_TEST_SUITE_P(Topologies, HierarchicalFakeHostsTest,
                                            FakeTopology{"h3x1", {0, 1, 2}},
                                            FakeTopology{"uneven3plus1", {0, 0, 0, 1}},
                                            FakeTopology{"interleaved", {0, 1, 0, 1}}),
-                         [](const auto& info) { return std::string(info.param.name); });
+                         [](const ::testing::TestParamInfo<FakeTopology>& p) { return std::string(p.param.name); });
 
 }  // namespace
 }  // namespace hoop::test
