@@ -160,12 +160,24 @@ class Runner {
           check(c, ref::check_inputs(recv + r * c.count * es, c.dt, c.redop, seed, r, 0, c.count));
         }
         break;
+      case OpType::broadcast:  // root 1 % n
+        if (c.in_place) send = recv;
+        if (rank_ == 1 % n_) fill(send, 0, c.count);
+        comm_.broadcast(send, recv, c.count, c.dt, 1 % n_, o);
+        check(c, ref::check_inputs(recv, c.dt, c.redop, seed, 1 % n_, 0, c.count));
+        break;
+      case OpType::reduce:  // root n - 1
+        if (c.in_place) send = recv;
+        fill(send, 0, c.count);
+        comm_.reduce(send, recv, c.count, c.dt, c.redop, n_ - 1, o);
+        if (rank_ == n_ - 1) check(c, ref::check_reduction(recv, c.dt, c.redop, seed, n_, 0, c.count));
+        break;
       default: FAIL();
     }
     if (c.count > 0 && comm_.last_algorithm() != c.algo) {
       check(c, "ran " + comm_.last_algorithm() + " instead of " + c.algo);
     }
-    if (c.op != OpType::reducescatter) {
+    if (c.op != OpType::reducescatter && c.op != OpType::reduce) {
       char line[64];
       std::snprintf(line, sizeof line, "H %d %016llx", c.id,
                     static_cast<unsigned long long>(ref::hash_bytes(out, c.out_elems(n_) * es)));
@@ -185,9 +197,11 @@ class Runner {
 
 // Runs the cases on n ranks; host_of(rank) >= 0 gives fake hosts. Checks that every rank
 // finished and that replicated outputs have the same bits on every rank.
-void run_job(int n, const std::vector<AlgoCase>& cases, const std::function<int(int)>& host_of) {
+void run_job(int n, const std::vector<AlgoCase>& cases, const std::function<int(int)>& host_of,
+             const std::vector<std::pair<std::string, std::string>>& env = {}) {
   SpawnOptions opts;
   opts.timeout = std::chrono::seconds(120);
+  opts.env = env;
   auto results = run_ranks(n, [&](RankContext& ctx) {
     const int host = host_of(ctx.rank);
     if (host >= 0) ::setenv("HOOP_HOST_ID", ("fake-host-" + std::to_string(host)).c_str(), 1);
@@ -240,7 +254,7 @@ void run_job(int n, const std::vector<AlgoCase>& cases, const std::function<int(
     EXPECT_TRUE(done) << "rank " << r.rank;
   }
   for (const AlgoCase& c : cases) {
-    if (c.op == OpType::reducescatter) continue;
+    if (c.op == OpType::reducescatter || c.op == OpType::reduce) continue;
     for (int r = 1; r < n; ++r) {
       EXPECT_EQ(hashes[static_cast<size_t>(r)][c.id], hashes[0][c.id])
           << c.describe() << ": rank " << r << " got other bits than rank 0";
@@ -256,6 +270,45 @@ TEST_P(HdRdHierTest, OneHost) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, HdRdHierTest, ::testing::Values(1, 2, 3, 4, 5, 6, 8),
                          [](const ::testing::TestParamInfo<int>& p) { return "n" + std::to_string(p.param); });
+
+// The ring algorithms cut into HOOP_NCHANNELS parts, each on its own links, over both
+// transports; sizes below, at and above the per-channel minimum (kMinElementsPerChannel).
+std::vector<AlgoCase> make_channel_cases() {
+  std::vector<AlgoCase> cases;
+  auto add = [&](OpType op, DataType dt, RedOp redop, size_t count, bool in_place) {
+    AlgoCase c;
+    c.id = static_cast<int>(cases.size());
+    c.op = op;
+    c.algo = "ring";
+    c.dt = dt;
+    c.redop = redop;
+    c.count = count;
+    c.in_place = in_place;
+    cases.push_back(c);
+  };
+  for (size_t count : {size_t{5}, size_t{3 * 4096 + 7}, size_t{50021}}) {
+    for (bool in_place : {false, true}) {
+      add(OpType::allreduce, DataType::i32, RedOp::sum, count, in_place);
+      add(OpType::allreduce, DataType::f32, RedOp::avg, count, in_place);
+      add(OpType::reducescatter, DataType::f32, RedOp::sum, count, in_place);
+      add(OpType::allgather, DataType::i32, RedOp::sum, count, in_place);
+      add(OpType::broadcast, DataType::f64, RedOp::sum, count, in_place);
+      add(OpType::reduce, DataType::i32, RedOp::max, count, in_place);
+    }
+  }
+  return cases;
+}
+
+class MultiChannelRingTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(MultiChannelRingTest, EveryRingCollective) {
+  std::vector<std::pair<std::string, std::string>> env = {{"HOOP_NCHANNELS", "3"}};
+  if (std::string(GetParam()) == "tcp") env.emplace_back("HOOP_TRANSPORT", "tcp");
+  run_job(3, make_channel_cases(), [](int) { return -1; }, env);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, MultiChannelRingTest, ::testing::Values("shm", "tcp"),
+                         [](const ::testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
 
 struct FakeTopology {
   const char* name;

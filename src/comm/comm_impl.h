@@ -84,7 +84,7 @@ class CommImpl {
   void run_half_precision(const OpTask& t, const std::string& algo, engine::OpIdentity id,
                           std::chrono::milliseconds timeout);
   std::string choose_algorithm(const OpTask& t) const;
-  transport::Link& link(int peer, TimePoint deadline);
+  transport::Link& link(int peer, int channel, TimePoint deadline);
   void fail(const Error& e);
   void poison_links(const std::string& reason) noexcept;
   void worker_loop();
@@ -94,15 +94,16 @@ class CommImpl {
   uint64_t comm_id_;
   int rank_;
   std::vector<PeerInfo> peers_;
-  schedule::Topology topology_;  // host of every rank, for the schedules (desc.topology)
   int local_rank_ = 0;
   int local_size_ = 1;
   std::string transport_mode_;  // auto, shm, tcp
   std::atomic<int64_t> timeout_ms_;
+  schedule::Topology topology_;  // host of each rank, for hierarchical schedules and the tuner
+  int nchannels_ = 1;            // HOOP_NCHANNELS: parallel links per peer for multi-ring
   uint64_t split_count_ = 0;
 
   // Engine state: touched only by the thread running an operation (busy_ guards it).
-  std::vector<std::unique_ptr<transport::Link>> links_;
+  std::vector<std::vector<std::unique_ptr<transport::Link>>> links_;  // [peer][channel]
   transport::Waiter waiter_;
   std::atomic<bool> abort_flag_{false};
   engine::Engine engine_;
