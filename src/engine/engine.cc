@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "core/env.h"
 #include "core/errors.h"
@@ -269,8 +270,10 @@ class Run {
       if (reduce) take -= take % esize_;
       if (take == 0) break;
       if (reduce) {
-        kernels::reduce(dst + pr.data_done, local + pr.data_done, span.data(), take / esize_, elem_,
-                        id_.redop);
+        const std::byte* mine = local + pr.data_done;
+        const std::byte* theirs = span.data();
+        if (a.received_first) std::swap(mine, theirs);  // dst = op(received, local)
+        kernels::reduce(dst + pr.data_done, mine, theirs, take / esize_, elem_, id_.redop);
       } else {
         std::memcpy(dst + pr.data_done, span.data(), take);
       }
