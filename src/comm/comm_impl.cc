@@ -76,7 +76,11 @@ CommImpl::CommImpl(std::shared_ptr<JobContext> job, uint64_t comm_id, int rank,
       counters_(peers_.size()),
       signature_check_(env::get_int("HOOP_CHECK").value_or(0) != 0),
       sends_to_(peers_.size()),
-      recvs_from_(peers_.size()) {}
+      recvs_from_(peers_.size()) {
+  std::vector<std::string> host_ids;
+  for (const auto& p : peers_) host_ids.push_back(p.host_id);
+  topology_ = schedule::Topology::from_host_ids(host_ids);
+}
 
 CommImpl::~CommImpl() {
   {
@@ -215,11 +219,6 @@ void CommImpl::validate(const OpTask& t) const {
 // ---------------------------------------------------------------------------------------------
 // Execution
 
-std::string CommImpl::choose_algorithm(const OpTask& t) const {
-  if (!t.opts.algo.empty()) return t.opts.algo;
-  return algorithm_from_env(t.desc.op);
-}
-
 void CommImpl::execute(const OpTask& t) {
   const ErrorContext ctx{rank_, std::string(to_string(t.desc.op)), t.seq, -1};
   if (failure_) {
@@ -247,11 +246,15 @@ void CommImpl::execute(const OpTask& t) {
       check.phase = kSignaturePhase;
       run_schedule(schedule::signature_ring(size(), rank_), t.dtype, engine::Buffers{}, check, timeout);
     }
-    const std::string algo = choose_algorithm(t);
+    const AlgoChoice choice = choose_algorithm(t);
+    const std::string& algo = choice.name;
+    OpTask task = t;
+    task.desc.topology = &topology_;
+    task.desc.nchannels = choice.nchannels;
     if (is_half(t.dtype) && is_reducing(t.desc.op)) {
-      run_half_precision(t, algo, id, timeout);
+      run_half_precision(task, algo, id, timeout);
     } else {
-      const auto s = schedule::build(algo, t.desc, rank_);
+      const auto s = schedule::build(algo, task.desc, rank_);
       run_schedule(s, t.dtype, engine::Buffers{t.send, t.recv, nullptr}, id, timeout);
     }
     ++ops_done_;

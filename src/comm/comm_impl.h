@@ -19,6 +19,7 @@
 #include "transport/link.h"
 #include "transport/tcp/tcp_transport.h"
 #include "transport/waiter.h"
+#include "tuner/tuner.h"
 
 namespace hoop::detail {
 
@@ -37,6 +38,8 @@ struct JobContext {
   std::string job_id;
   std::shared_ptr<Store> store;
   std::shared_ptr<transport::TcpListener> listener;
+  // The cost model every rank agreed on at the world communicator's creation (null: defaults).
+  std::shared_ptr<const tuner::CostModel> cost_model;
 };
 
 // One call, as queued.
@@ -76,6 +79,17 @@ class CommImpl {
   void reset_stats();
   std::string last_algorithm();
 
+  // Algorithm selection (comm_tuning.cc). calibrate: collective, once at the world
+  // communicator's creation; tuner: the communicator's tuner (created on first use).
+  void calibrate(Communicator& self);
+  tuner::Tuner& tuner();
+  const std::vector<PeerInfo>& peers() const { return peers_; }  // for tools
+  struct AlgoChoice {
+    std::string name;  // "" only when nothing is registered (the registry's default then)
+    int nchannels = 1;
+  };
+  AlgoChoice choose_algorithm(const OpTask& t);
+
  private:
   void validate(const OpTask& t) const;
   void execute(const OpTask& t);
@@ -83,7 +97,6 @@ class CommImpl {
                     const engine::OpIdentity& id, std::chrono::milliseconds timeout);
   void run_half_precision(const OpTask& t, const std::string& algo, engine::OpIdentity id,
                           std::chrono::milliseconds timeout);
-  std::string choose_algorithm(const OpTask& t) const;
   transport::Link& link(int peer, TimePoint deadline);
   void fail(const Error& e);
   void poison_links(const std::string& reason) noexcept;
@@ -111,6 +124,9 @@ class CommImpl {
   const bool signature_check_;  // HOOP_CHECK=1: compare every collective's call across ranks first
   uint64_t ops_done_ = 0;
   std::string last_algorithm_;
+  schedule::Topology topology_;  // hosts of the ranks, as the schedules see them
+  std::mutex tuner_mu_;
+  std::unique_ptr<tuner::Tuner> tuner_;
   std::exception_ptr failure_;  // set once an operation failed: the communicator is unusable
 
   // Issue order.
