@@ -78,7 +78,6 @@ CommImpl::CommImpl(std::shared_ptr<JobContext> job, uint64_t comm_id, int rank,
       transport_mode_(transport_mode(opts)),
       timeout_ms_(default_timeout(opts).count()),
       topology_(topology_of(peers_)),
-      nchannels_(static_cast<int>(std::clamp<int64_t>(env::get_int("HOOP_NCHANNELS").value_or(1), 1, 16))),
       links_(peers_.size()),
       engine_([this](int peer, int channel, TimePoint deadline) -> transport::Link& {
                 return link(peer, channel, deadline);
@@ -114,7 +113,6 @@ Work CommImpl::submit(OpTask t, bool blocking) {
   std::unique_lock lk(mu_);
   validate(t);  // refused calls consume no sequence number: peers never see them
   t.desc.topology = &topology_;
-  t.desc.nchannels = nchannels_;
   // Collectives are numbered on the communicator; point-to-point calls per peer and direction,
   // so the k-th send to a peer matches the peer's k-th receive from us.
   if (t.desc.op == OpType::send) {
@@ -237,11 +235,6 @@ void CommImpl::validate(const OpTask& t) const {
 // ---------------------------------------------------------------------------------------------
 // Execution
 
-std::string CommImpl::choose_algorithm(const OpTask& t) const {
-  if (!t.opts.algo.empty()) return t.opts.algo;
-  return algorithm_from_env(t.desc.op);
-}
-
 void CommImpl::execute(const OpTask& t) {
   const ErrorContext ctx{rank_, std::string(to_string(t.desc.op)), t.seq, -1};
   if (failure_) {
@@ -269,11 +262,15 @@ void CommImpl::execute(const OpTask& t) {
       check.phase = kSignaturePhase;
       run_schedule(schedule::signature_ring(size(), rank_), t.dtype, engine::Buffers{}, check, timeout);
     }
-    const std::string algo = choose_algorithm(t);
+    const AlgoChoice choice = choose_algorithm(t);
+    const std::string& algo = choice.name;
+    OpTask task = t;
+    task.desc.topology = &topology_;
+    task.desc.nchannels = choice.nchannels;
     if (is_half(t.dtype) && is_reducing(t.desc.op)) {
-      run_half_precision(t, algo, id, timeout);
+      run_half_precision(task, algo, id, timeout);
     } else {
-      const auto s = schedule::build(algo, t.desc, rank_);
+      const auto s = schedule::build(algo, task.desc, rank_);
       run_schedule(s, t.dtype, engine::Buffers{t.send, t.recv, nullptr}, id, timeout);
     }
     ++ops_done_;

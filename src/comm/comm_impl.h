@@ -19,6 +19,7 @@
 #include "transport/link.h"
 #include "transport/tcp/tcp_transport.h"
 #include "transport/waiter.h"
+#include "tuner/tuner.h"
 
 namespace hoop::detail {
 
@@ -37,6 +38,8 @@ struct JobContext {
   std::string job_id;
   std::shared_ptr<Store> store;
   std::shared_ptr<transport::TcpListener> listener;
+  // The cost model every rank agreed on at the world communicator's creation (null: defaults).
+  std::shared_ptr<const tuner::CostModel> cost_model;
 };
 
 // One call, as queued.
@@ -76,6 +79,17 @@ class CommImpl {
   void reset_stats();
   std::string last_algorithm();
 
+  // Algorithm selection (comm_tuning.cc). calibrate: collective, once at the world
+  // communicator's creation; tuner: the communicator's tuner (created on first use).
+  void calibrate(Communicator& self);
+  tuner::Tuner& tuner();
+  const std::vector<PeerInfo>& peers() const { return peers_; }  // for tools
+  struct AlgoChoice {
+    std::string name;  // "" only when nothing is registered (the registry's default then)
+    int nchannels = 1;
+  };
+  AlgoChoice choose_algorithm(const OpTask& t);
+
  private:
   void validate(const OpTask& t) const;
   void execute(const OpTask& t);
@@ -83,7 +97,6 @@ class CommImpl {
                     const engine::OpIdentity& id, std::chrono::milliseconds timeout);
   void run_half_precision(const OpTask& t, const std::string& algo, engine::OpIdentity id,
                           std::chrono::milliseconds timeout);
-  std::string choose_algorithm(const OpTask& t) const;
   transport::Link& link(int peer, int channel, TimePoint deadline);
   void fail(const Error& e);
   void poison_links(const std::string& reason) noexcept;
@@ -99,7 +112,6 @@ class CommImpl {
   std::string transport_mode_;  // auto, shm, tcp
   std::atomic<int64_t> timeout_ms_;
   schedule::Topology topology_;  // host of each rank, for hierarchical schedules and the tuner
-  int nchannels_ = 1;            // HOOP_NCHANNELS: parallel links per peer for multi-ring
   uint64_t split_count_ = 0;
 
   // Engine state: touched only by the thread running an operation (busy_ guards it).
@@ -113,6 +125,8 @@ class CommImpl {
   const bool signature_check_;  // HOOP_CHECK=1: compare every collective's call across ranks first
   uint64_t ops_done_ = 0;
   std::string last_algorithm_;
+  std::mutex tuner_mu_;
+  std::unique_ptr<tuner::Tuner> tuner_;
   std::exception_ptr failure_;  // set once an operation failed: the communicator is unusable
 
   // Issue order.

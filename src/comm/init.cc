@@ -71,8 +71,10 @@ std::shared_ptr<Communicator> Communicator::create(const InitParams& params, Com
   }
   HOOP_INFO("rank {} of {} up (job {}, host {}, tcp {})", params.rank, params.size, job->job_id,
             me.host_id, fmt::join(me.tcp, " "));
-  return std::make_shared<Communicator>(
+  auto comm = std::make_shared<Communicator>(
       std::make_unique<detail::CommImpl>(std::move(job), 0, params.rank, std::move(peers), opts));
+  comm->impl().calibrate(*comm);
+  return comm;
 }
 
 std::shared_ptr<Communicator> Communicator::from_env(CommOptions opts) {
