@@ -34,6 +34,9 @@ class Supervisor {
   // Starts rank r with launch_spec(r) for every r, supervises the job until every rank has
   // ended and its output is forwarded, and returns hoop-run's exit code.
   int run(const std::function<LaunchSpec(int rank)>& launch_spec);
+  // After run: whether the job ended because a rank failed (not a signal, timeout or launch
+  // error), the case an elastic restart retries.
+  bool ended_by_rank_failure() const { return cause_ == Cause::rank_failed; }
 
  private:
   enum class Cause { none, launch_failed, rank_failed, signal, timeout };
