@@ -86,11 +86,29 @@ bool run_case(const MatrixCase& mc, uint64_t seed) {
   opts.timeout = 90s;
   opts.env.emplace_back("HOOP_TRANSPORT", mc.transport);
   auto results = run_ranks(n, [&](RankContext& ctx) {
+    // Links connect lazily, within the timeout of the op that first needs them: on this
+    // 2-core machine eight ranks may take longer than the short timeout to connect. A first
+    // round of every collective and root, under a long timeout, connects them all.
     CommOptions copts;
-    copts.timeout = timeout;
+    copts.timeout = 60s;
     auto comm = ctx.make_comm(copts);
     auto store = ctx.store();
     ctx.report("JOB " + comm->job_id());
+    uint64_t warm_tag = 1u << 20;
+    for (OpType kind : {OpType::allreduce, OpType::reducescatter, OpType::allgather, OpType::barrier,
+                        OpType::broadcast, OpType::reduce}) {
+      const bool rooted = kind == OpType::broadcast || kind == OpType::reduce;
+      for (int root = 0; root < (rooted ? n : 1); ++root) {
+        RandomOp warm;
+        warm.op = kind;
+        warm.count = 64;
+        warm.root = root;
+        OpBuffers bufs(warm, ++warm_tag, ctx.rank, n);
+        bufs.run(*comm);
+        ASSERT_EQ(bufs.verify(), "");
+      }
+    }
+    comm->set_timeout(timeout);
     if (ctx.rank == victim) store->set_string("victim-pid", std::to_string(::getpid()));
     std::mt19937_64 rng(seed ^ 0x5eed);
     int k = 0;

@@ -94,9 +94,9 @@ void soak(const char* transport, size_t ops, size_t max_count) {
   EXPECT_TRUE(all_ok(results)) << "seed " << seed;
 }
 
-TEST(Soak, RandomCollectivesOverSharedMemory) { soak("shm", soak_ops(1500), 1 << 16); }
+TEST(Soak, RandomCollectivesOverSharedMemory) { soak("shm", soak_ops(5000), 1 << 16); }
 
-TEST(Soak, RandomCollectivesOverTcp) { soak("tcp", soak_ops(1500) / 3, 1 << 15); }
+TEST(Soak, RandomCollectivesOverTcp) { soak("tcp", soak_ops(5000) / 4, 1 << 15); }
 
 }  // namespace
 }  // namespace hoop::test
