@@ -66,14 +66,17 @@ TEST_P(FaultUnderHoopRun, KilledRankIsNamedAndNothingIsLeftBehind) {
     const std::string job = "fl" + std::to_string(::getpid()) + "x" + std::to_string(rng() % 100000);
     ToolProcess run({kHoopRun, "-n", std::to_string(n), "--job-id", job, "--grace", "2", "-x",
                      std::string("HOOP_TRANSPORT=") + transport, "-x", "HOOP_TIMEOUT=5", "--",
-                     kHoopBench, "allreduce", "-b", "256K", "-e", "256K", "-n", "100000000", "-w",
+                     kHoopBench, "allreduce", "-b", "256K", "-e", "256K", "-n", "1000000", "-w",
                      "0"});
     // The ranks are hoop-run's children; wait until all of them run the benchmark.
     std::vector<pid_t> ranks;
     const auto deadline = Clock::now() + 30s;
     while (Clock::now() < deadline) {
       ranks = children_of(run.pid());
-      if (static_cast<int>(ranks.size()) == n) break;
+      // Started, and exec'd (a child between fork and exec has no HOOP_RANK yet).
+      bool all_running = static_cast<int>(ranks.size()) == n;
+      for (pid_t p : ranks) all_running = all_running && rank_of(p) >= 0;
+      if (all_running) break;
       std::this_thread::sleep_for(10ms);
     }
     ASSERT_EQ(static_cast<int>(ranks.size()), n) << "the ranks did not all start";

@@ -110,8 +110,8 @@ TEST(FaultRestart, ACollectiveJobKilledMidRunFinishesOnTheSecondAttempt) {
   const std::string program =
       "echo attempt $HOOP_RESTART_COUNT job $HOOP_JOB_ID; "
       "if [ \"$HOOP_RESTART_COUNT\" = 0 ]; then "
-      "  if [ \"$HOOP_RANK\" = 1 ]; then exec timeout -s KILL 1 " + bench + " -n 100000000 -w 0 >/dev/null; fi; "
-      "  exec " + bench + " -n 100000000 -w 0 >/dev/null; fi; "
+      "  if [ \"$HOOP_RANK\" = 1 ]; then exec timeout -s KILL 1 " + bench + " -n 1000000 -w 0 >/dev/null; fi; "
+      "  exec " + bench + " -n 1000000 -w 0 >/dev/null; fi; "
       "exec " + bench + " -n 20 -w 2";
   auto f = run_hoop({"-n", "3", "--job-id", job, "--max-restarts", "1", "--grace", "1", "-x",
                      "HOOP_TIMEOUT=5", "--", "sh", "-c", program});

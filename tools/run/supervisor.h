@@ -72,6 +72,9 @@ class Supervisor {
   std::optional<TimePoint> timeout_at_;
   std::optional<TimePoint> kill_at_;   // SIGKILL for the ranks still running
   int stop_signal_ = 0;                // what was sent when the stop began
+  bool sent_sigkill_ = false;
+  std::optional<TimePoint> failed_at_;  // when the first failed rank was reaped
+  bool cause_is_signal_ = false;        // the cause rank was killed by a signal
   std::optional<TimePoint> drain_until_;  // output of descendants that outlive their rank
 };
 
