@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "comm/algo_choice.h"
+#include "engine/timeline.h"
 #include "core/env.h"
 #include "core/errors.h"
 #include "core/hash.h"
@@ -58,6 +59,12 @@ int local_count(const std::vector<PeerInfo>& peers, int rank) {
   for (const auto& p : peers) n += p.host_id == peers[static_cast<size_t>(rank)].host_id;
   return n;
 }
+schedule::Topology topology_of(const std::vector<PeerInfo>& peers) {
+  std::vector<std::string> ids;
+  ids.reserve(peers.size());
+  for (const auto& p : peers) ids.push_back(p.host_id);
+  return schedule::Topology::from_host_ids(ids);
+}
 }  // namespace
 
 CommImpl::CommImpl(std::shared_ptr<JobContext> job, uint64_t comm_id, int rank,
@@ -70,16 +77,21 @@ CommImpl::CommImpl(std::shared_ptr<JobContext> job, uint64_t comm_id, int rank,
       local_size_(local_count(peers_, rank_)),
       transport_mode_(transport_mode(opts)),
       timeout_ms_(default_timeout(opts).count()),
+      topology_(topology_of(peers_)),
+      nchannels_(static_cast<int>(std::clamp<int64_t>(env::get_int("HOOP_NCHANNELS").value_or(1), 1, 16))),
       links_(peers_.size()),
-      engine_([this](int peer, TimePoint deadline) -> transport::Link& { return link(peer, deadline); },
+      engine_([this](int peer, int channel, TimePoint deadline) -> transport::Link& {
+                return link(peer, channel, deadline);
+              },
               waiter_, abort_flag_, engine::config_from_env(local_size_)),
       counters_(peers_.size()),
       signature_check_(env::get_int("HOOP_CHECK").value_or(0) != 0),
       sends_to_(peers_.size()),
       recvs_from_(peers_.size()) {
-  std::vector<std::string> host_ids;
-  for (const auto& p : peers_) host_ids.push_back(p.host_id);
-  topology_ = schedule::Topology::from_host_ids(host_ids);
+  if (auto* timeline = engine::Timeline::global()) {
+    timeline->set_identity(rank_, size(), job_->job_id);
+    timeline->claim(comm_id_);
+  }
 }
 
 CommImpl::~CommImpl() {
@@ -89,6 +101,10 @@ CommImpl::~CommImpl() {
   }
   cv_.notify_all();
   if (worker_.joinable()) worker_.join();
+  // The first communicator of the process writes the trace when it goes away.
+  if (auto* timeline = engine::Timeline::global(); timeline && timeline->owns_identity(comm_id_)) {
+    timeline->flush();
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -97,6 +113,8 @@ CommImpl::~CommImpl() {
 Work CommImpl::submit(OpTask t, bool blocking) {
   std::unique_lock lk(mu_);
   validate(t);  // refused calls consume no sequence number: peers never see them
+  t.desc.topology = &topology_;
+  t.desc.nchannels = nchannels_;
   // Collectives are numbered on the communicator; point-to-point calls per peer and direction,
   // so the k-th send to a peer matches the peer's k-th receive from us.
   if (t.desc.op == OpType::send) {
@@ -249,7 +267,6 @@ void CommImpl::execute(const OpTask& t) {
     const AlgoChoice choice = choose_algorithm(t);
     const std::string& algo = choice.name;
     OpTask task = t;
-    task.desc.topology = &topology_;
     task.desc.nchannels = choice.nchannels;
     if (is_half(t.dtype) && is_reducing(t.desc.op)) {
       run_half_precision(task, algo, id, timeout);
@@ -327,8 +344,10 @@ void CommImpl::run_half_precision(const OpTask& t, const std::string& algo, engi
   }
 }
 
-transport::Link& CommImpl::link(int peer, TimePoint deadline) {
-  auto& slot = links_.at(static_cast<size_t>(peer));
+transport::Link& CommImpl::link(int peer, int channel, TimePoint deadline) {
+  auto& per_channel = links_.at(static_cast<size_t>(peer));
+  if (per_channel.size() <= static_cast<size_t>(channel)) per_channel.resize(static_cast<size_t>(channel) + 1);
+  auto& slot = per_channel[static_cast<size_t>(channel)];
   if (slot) return *slot;
   const PeerInfo& p = peers_[static_cast<size_t>(peer)];
   const bool same_host = p.host_id == peers_[static_cast<size_t>(rank_)].host_id;
@@ -344,6 +363,7 @@ transport::Link& CommImpl::link(int peer, TimePoint deadline) {
     params.comm_id = comm_id_;
     params.my_rank = rank_;
     params.peer_rank = peer;
+    params.channel = channel;
     params.peer_pid = p.pid;
     slot = transport::shm_connect(params, deadline);
   } else {
@@ -351,11 +371,13 @@ transport::Link& CommImpl::link(int peer, TimePoint deadline) {
     params.comm_id = comm_id_;
     params.my_rank = rank_;
     params.peer_rank = peer;
+    params.channel = channel;
     params.peer_addresses = p.tcp;
     params.same_host = same_host;
     slot = transport::tcp_connect(*job_->listener, params, deadline);
   }
-  HOOP_INFO("communicator {:#x}: rank {} connected to rank {} over {}", comm_id_, rank_, peer, slot->kind());
+  HOOP_INFO("communicator {:#x}: rank {} connected to rank {} (channel {}) over {}", comm_id_, rank_, peer,
+            channel, slot->kind());
   return *slot;
 }
 
@@ -385,8 +407,10 @@ void CommImpl::fail(const Error& e) {
 }
 
 void CommImpl::poison_links(const std::string& reason) noexcept {
-  for (auto& l : links_) {
-    if (l) l->poison(reason);
+  for (auto& per_channel : links_) {
+    for (auto& l : per_channel) {
+      if (l) l->poison(reason);
+    }
   }
 }
 
@@ -443,10 +467,10 @@ CommStats CommImpl::stats() {
   CommStats s;
   s.ops = ops_done_;
   for (size_t p = 0; p < links_.size(); ++p) {
-    if (!links_[p]) continue;
+    if (links_[p].empty() || !links_[p][0]) continue;
     LinkStats l;
     l.peer = static_cast<int>(p);
-    l.transport = std::string(links_[p]->kind());
+    l.transport = std::string(links_[p][0]->kind());
     l.bytes_sent = counters_[p].sent;
     l.bytes_received = counters_[p].received;
     s.bytes_sent += l.bytes_sent;

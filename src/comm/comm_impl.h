@@ -97,7 +97,7 @@ class CommImpl {
                     const engine::OpIdentity& id, std::chrono::milliseconds timeout);
   void run_half_precision(const OpTask& t, const std::string& algo, engine::OpIdentity id,
                           std::chrono::milliseconds timeout);
-  transport::Link& link(int peer, TimePoint deadline);
+  transport::Link& link(int peer, int channel, TimePoint deadline);
   void fail(const Error& e);
   void poison_links(const std::string& reason) noexcept;
   void worker_loop();
@@ -111,10 +111,12 @@ class CommImpl {
   int local_size_ = 1;
   std::string transport_mode_;  // auto, shm, tcp
   std::atomic<int64_t> timeout_ms_;
+  schedule::Topology topology_;  // host of each rank, for hierarchical schedules and the tuner
+  int nchannels_ = 1;            // HOOP_NCHANNELS: parallel links per peer for multi-ring
   uint64_t split_count_ = 0;
 
   // Engine state: touched only by the thread running an operation (busy_ guards it).
-  std::vector<std::unique_ptr<transport::Link>> links_;
+  std::vector<std::vector<std::unique_ptr<transport::Link>>> links_;  // [peer][channel]
   transport::Waiter waiter_;
   std::atomic<bool> abort_flag_{false};
   engine::Engine engine_;
@@ -124,7 +126,6 @@ class CommImpl {
   const bool signature_check_;  // HOOP_CHECK=1: compare every collective's call across ranks first
   uint64_t ops_done_ = 0;
   std::string last_algorithm_;
-  schedule::Topology topology_;  // hosts of the ranks, as the schedules see them
   std::mutex tuner_mu_;
   std::unique_ptr<tuner::Tuner> tuner_;
   std::exception_ptr failure_;  // set once an operation failed: the communicator is unusable

@@ -106,18 +106,21 @@ size_t ShmLink::write_some(const void* src, size_t n) {
 }
 
 std::span<const std::byte> ShmLink::readable() {
-  throw_if_poisoned(*in_);
+  // Bytes the peer wrote before the link was poisoned are whole slices of an operation it
+  // completed: hand them out first (as TCP delivers data sent before a close), fail only after.
   const uint64_t end = in_->write_pos.load(std::memory_order_acquire);
   if (end < read_pos_ || end - read_pos_ > capacity_) raise_corrupt("write position", end, read_pos_);
   readable_end_ = end;
-  if (end == read_pos_) return {};
+  if (end == read_pos_) {
+    throw_if_poisoned(*in_);
+    return {};
+  }
   const size_t offset = read_pos_ % capacity_;
   const size_t len = std::min<size_t>(end - read_pos_, capacity_ - offset);
   return {in_data_ + offset, len};
 }
 
 void ShmLink::consume(size_t n) {
-  throw_if_poisoned(*in_);
   if (n == 0) return;
   if (n > readable_end_ - read_pos_)
     throw_error(ErrorCode::internal,
