@@ -153,7 +153,7 @@ ToolRun run_tool(const std::string& command) {
 
 TEST(TunerSim, PricesFourThousandRanks) {
   const auto r = run_tool(std::string(HOOP_BIN_DIR) +
-                          "/hoop-sim --ranks 4096 --hosts 512 --link 200Gbps --latency 5us allreduce -b 1M -e 16M -f 16");
+                          "/hoop-sim --ranks 4096 --hosts 512 --link 200Gbps --latency 5us allreduce -b 1M -e 16M -f 16 --nchannels 1 --algo ring,recursive-doubling");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("4096 ranks on 512 hosts (8 per host)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("sampled ranks"), std::string::npos) << r.out;
