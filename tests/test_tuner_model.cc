@@ -236,10 +236,17 @@ TEST(TunerSelect, LogStepAlgorithmWinsSmallRingWinsLarge) {
   EXPECT_TRUE(std::find(log_step.begin(), log_step.end(), small.algorithm) != log_step.end() ||
               small.algorithm == "hierarchical")
       << small.algorithm;
-  d.count = size_t{1} << 28;  // 1 GiB
+  // Large messages on 4 hosts of 8 ranks: the ring crosses each NIC once per step, the
+  // log-step algorithms' long-distance exchanges put all 8 ranks of a host on its NIC.
+  schedule::Topology hosts;
+  for (int r = 0; r < 32; ++r) hosts.host_of_rank.push_back(r / 8);
   m.tcp.alpha = 1e-6;
-  tuner::Tuner fast(m, topo, LinkView::Force::none);
-  EXPECT_EQ(fast.choose(d, 4, names, 1).algorithm, "ring");
+  m.shm = {1e-6, 10e9, 10e9};
+  tuner::Tuner fast(m, hosts, LinkView::Force::none);
+  std::vector<std::string> ring_and_log_step = log_step;
+  ring_and_log_step.insert(ring_and_log_step.begin(), "ring");
+  d.count = size_t{1} << 26;  // 256 MiB
+  EXPECT_EQ(fast.choose(d, 4, ring_and_log_step, 1).algorithm, "ring");
 }
 
 TEST(TunerSelect, ChoiceIsCachedPerBucket) {

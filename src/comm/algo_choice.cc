@@ -96,13 +96,11 @@ std::vector<std::string> all_algorithm_names() {
 }
 
 std::optional<int> channels_from_env() {
-  static const std::optional<int> k = [] () -> std::optional<int> {
+  // Clamped to [1, 16] like the communicator's own reading of it.
+  static const std::optional<int> k = []() -> std::optional<int> {
     const auto v = env::get_int("HOOP_NCHANNELS");
     if (!v) return std::nullopt;
-    if (*v < 1 || *v > 64) {
-      throw_error(ErrorCode::invalid_argument, fmt::format("HOOP_NCHANNELS={} is not in [1, 64]", *v));
-    }
-    return static_cast<int>(*v);
+    return static_cast<int>(std::clamp<int64_t>(*v, 1, 16));
   }();
   return k;
 }

@@ -26,7 +26,7 @@ std::vector<std::string> candidate_algorithms(OpType op);
 // Every registered name, over all collectives, sorted.
 std::vector<std::string> all_algorithm_names();
 
-// HOOP_NCHANNELS, when set (>= 1).
+// HOOP_NCHANNELS, when set (clamped to [1, 16]).
 std::optional<int> channels_from_env();
 
 }  // namespace hoop::detail

@@ -265,7 +265,6 @@ void CommImpl::execute(const OpTask& t) {
     const AlgoChoice choice = choose_algorithm(t);
     const std::string& algo = choice.name;
     OpTask task = t;
-    task.desc.topology = &topology_;
     task.desc.nchannels = choice.nchannels;
     if (is_half(t.dtype) && is_reducing(t.desc.op)) {
       run_half_precision(task, algo, id, timeout);
