@@ -341,10 +341,13 @@ INSTANTIATE_TEST_SUITE_P(
                      true},
         MismatchCase{"root_seen_in_transit",
                      [](Communicator& c, int r) {
-                       // Ranks 0 and 1 say root 0, rank 2 says root 1: data reaches rank 2
-                       // from a broadcast rooted elsewhere than it expects.
+                       // Ranks 0 and 1 say root 0, rank 2 says root 1: along the ring's
+                       // chain, data reaches rank 2 from a broadcast rooted elsewhere than it
+                       // expects (other algorithms see it as a different call order).
                        auto v = buffer_of(1000);
-                       c.broadcast(v.data(), v.data(), 1000, DataType::f32, r == 2 ? 1 : 0);
+                       OpOptions o;
+                       o.algo = "ring";
+                       c.broadcast(v.data(), v.data(), 1000, DataType::f32, r == 2 ? 1 : 0, o);
                      },
                      {"root 0", "root 1"},
                      false,

@@ -62,6 +62,17 @@ uint64_t input_bits(const RandomOp& op, uint64_t tag, int rank, size_t index) {
   return bits_of(static_cast<double>(v), v, op.dtype);
 }
 
+// `v` reduced modulo 2^bits of an integer dtype, read back as that dtype's value.
+int64_t wrap_to(int64_t v, DataType dt) {
+  switch (dt) {
+    case DataType::i8: return static_cast<int8_t>(v);
+    case DataType::u8: return static_cast<uint8_t>(v);
+    case DataType::i32: return static_cast<int32_t>(v);
+    case DataType::u32: return static_cast<uint32_t>(v);
+    default: return v;
+  }
+}
+
 // The reduction over every rank of input element `index`.
 uint64_t reduced_bits(const RandomOp& op, uint64_t tag, int nranks, size_t index) {
   int64_t acc = input_value(op, tag, 0, index);
@@ -76,9 +87,10 @@ uint64_t reduced_bits(const RandomOp& op, uint64_t tag, int nranks, size_t index
     }
   }
   if (op.redop == RedOp::avg) {
-    // Floats divide exactly (a power of two); integers truncate (the sum is not negative).
+    // Floats divide exactly (a power of two). Integers: the sum wraps in the dtype first (as
+    // the library's sums do; 4 x 32 overflows i8), then divides, truncating toward zero.
     if (is_float(op.dtype)) return bits_of(static_cast<double>(acc) / nranks, 0, op.dtype);
-    acc /= nranks;
+    acc = wrap_to(acc, op.dtype) / nranks;
   }
   return bits_of(static_cast<double>(acc), acc, op.dtype);
 }
