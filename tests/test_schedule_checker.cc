@@ -216,6 +216,11 @@ TEST(ScheduleChecker, RefusesConcurrentWritesAndSizeMismatches) {
   t[0].steps.push_back({{send_to(1, in)}});
   t[1].steps.push_back({{recv_copy_from(0, Range{Buf::recv, 0, 3})}});
   expect_refused(check_schedules(d2, t), "sends 4 elements");
+
+  std::vector<RankSchedule> u(2);
+  u[0].steps.push_back({{send_to(1, in), send_to(1, in)}});
+  u[1].steps.push_back({{recv_copy_from(0, out)}});
+  expect_refused(check_schedules(d2, u), "message 1 from rank 0 to rank 1 (channel 0) is never received");
 }
 
 TEST(ScheduleChecker, RefusesOutOfRangeAndWritesToTheInput) {

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
+#include <map>
 #include <utility>
 
 #include "hoop/error.h"
@@ -59,64 +61,79 @@ size_t total(const Runs& v) {
   return n;
 }
 
-// One physical buffer of a rank, as runs of symbolic values.
+// One physical buffer of a rank, as runs of symbolic values keyed by their first element.
 class Memory {
  public:
   Memory() = default;
-  explicit Memory(size_t size) : size_(size) { append(runs_, Run{size}); }
+  explicit Memory(size_t size) : size_(size) {
+    if (size > 0) runs_.emplace(0, Run{size});
+  }
 
   size_t size() const { return size_; }
 
   Runs read(size_t off, size_t cnt) const {
     Runs out;
-    size_t pos = 0;
-    for (const Run& r : runs_) {
-      const size_t end = pos + r.len;
-      const size_t lo = std::max(pos, off), hi = std::min(end, off + cnt);
-      if (lo < hi) {
-        Run piece = r;
-        piece.len = hi - lo;
-        if (r.index != kUndefined) piece.index = r.index + static_cast<int64_t>(lo - pos);
-        append(out, piece);
-      }
-      pos = end;
-      if (pos >= off + cnt) break;
+    if (cnt == 0) return out;
+    auto it = std::prev(runs_.upper_bound(off));
+    for (; it != runs_.end() && it->first < off + cnt; ++it) {
+      const size_t pos = it->first;
+      const Run& r = it->second;
+      const size_t lo = std::max(pos, off), hi = std::min(pos + r.len, off + cnt);
+      Run piece = r;
+      piece.len = hi - lo;
+      if (r.index != kUndefined) piece.index = r.index + static_cast<int64_t>(lo - pos);
+      append(out, piece);
     }
     return out;
   }
 
-  // Replaces the runs covering [off, off + total(v)) and merges with the neighbours.
+  // Replaces [off, off + total(v)) and merges runs that continue each other at the edges.
   void write(size_t off, const Runs& v) {
     const size_t cnt = total(v);
     if (cnt == 0) return;
-    size_t first = 0, pos = 0;
-    while (first < runs_.size() && pos + runs_[first].len <= off) pos += runs_[first++].len;
-    size_t last = first, end = pos;  // runs [first, last) start before off + cnt
-    while (last < runs_.size() && end < off + cnt) end += runs_[last++].len;
-    Runs mid;
-    if (first > 0) append(mid, runs_[first - 1]);
-    if (pos < off) {
-      Run head = runs_[first];
-      head.len = off - pos;
-      append(mid, head);
+    split(off);
+    split(off + cnt);
+    runs_.erase(runs_.lower_bound(off), runs_.lower_bound(off + cnt));
+    size_t pos = off;
+    for (const Run& r : v) {
+      runs_.emplace(pos, r);
+      pos += r.len;
     }
-    for (const Run& r : v) append(mid, r);
-    if (end > off + cnt) {
-      Run tail = runs_[last - 1];
-      const size_t cut = tail.len - (end - off - cnt);
-      tail.len -= cut;
-      if (tail.index != kUndefined) tail.index += static_cast<int64_t>(cut);
-      append(mid, tail);
+    merge_at(off + cnt);
+    for (pos = off + cnt; pos > off;) {  // inside v and at its start
+      auto it = std::prev(runs_.lower_bound(pos));
+      pos = it->first;
+      merge_at(pos);
     }
-    if (last < runs_.size()) append(mid, runs_[last++]);
-    const size_t from = first > 0 ? first - 1 : 0;
-    runs_.erase(runs_.begin() + static_cast<ptrdiff_t>(from), runs_.begin() + static_cast<ptrdiff_t>(last));
-    runs_.insert(runs_.begin() + static_cast<ptrdiff_t>(from), mid.begin(), mid.end());
   }
 
  private:
+  // Makes `at` the start of a run (at <= size).
+  void split(size_t at) {
+    if (at >= size_) return;
+    auto it = std::prev(runs_.upper_bound(at));
+    if (it->first == at) return;
+    Run& r = it->second;
+    Run tail = r;
+    const size_t head = at - it->first;
+    tail.len = r.len - head;
+    if (tail.index != kUndefined) tail.index += static_cast<int64_t>(head);
+    r.len = head;
+    runs_.emplace(at, tail);
+  }
+
+  // Joins the run starting at `at` to the one before it when it continues it.
+  void merge_at(size_t at) {
+    auto it = runs_.find(at);
+    if (it == runs_.end() || it == runs_.begin()) return;
+    auto prev = std::prev(it);
+    if (!continues(prev->second, it->second)) return;
+    prev->second.len += it->second.len;
+    runs_.erase(it);
+  }
+
   size_t size_ = 0;
-  Runs runs_;
+  std::map<size_t, Run> runs_;
 };
 
 // Where a logical buffer (send, recv, scratch) lives in a rank's physical memory.
@@ -420,60 +437,79 @@ class Checker {
   // ---- matching sends with receives
 
   void match() {
-    // Messages per (from, to, channel), in program order.
+    // Messages per (from, to, channel) in program order, bucketed in one flat array per side.
     const int nch = std::max(1, d_.nchannels);
+    const size_t nkeys = static_cast<size_t>(n_) * static_cast<size_t>(n_) * static_cast<size_t>(nch);
     auto key = [&](int from, int to, int ch) {
       return (static_cast<size_t>(from) * static_cast<size_t>(n_) + static_cast<size_t>(to)) *
                  static_cast<size_t>(nch) + static_cast<size_t>(ch);
     };
-    const size_t nkeys = key(n_ - 1, n_ - 1, nch - 1) + 1;
-    std::vector<std::vector<Ref>> sends(nkeys), recvs(nkeys);
-    for (int r = 0; r < n_; ++r) {
-      for (size_t k = 0; k < steps(r).size(); ++k) {
-        const auto& acts = steps(r)[k].actions;
-        for (size_t i = 0; i < acts.size(); ++i) {
-          const Action& a = acts[i];
-          if (a.kind == ActionKind::send) sends[key(r, a.peer, a.channel)].push_back({r, k, i});
-          if (is_recv(a)) recvs[key(a.peer, r, a.channel)].push_back({r, k, i});
+    // Kept between calls: the checker runs thousands of times in a row and fresh large
+    // vectors would cost a page fault per page each time.
+    thread_local std::vector<size_t> send_start, recv_start, send_fill, recv_fill;
+    thread_local std::vector<Ref> sends, recvs;
+    send_start.assign(nkeys + 1, 0);
+    recv_start.assign(nkeys + 1, 0);
+    auto for_each_transfer = [&](auto&& fn) {
+      for (int r = 0; r < n_; ++r) {
+        for (size_t k = 0; k < steps(r).size(); ++k) {
+          const auto& acts = steps(r)[k].actions;
+          for (size_t i = 0; i < acts.size(); ++i) {
+            const Action& a = acts[i];
+            if (a.kind == ActionKind::send) fn(true, key(r, a.peer, a.channel), Ref{r, k, i});
+            if (is_recv(a)) fn(false, key(a.peer, r, a.channel), Ref{r, k, i});
+          }
         }
       }
+    };
+    for_each_transfer([&](bool is_send, size_t kk, const Ref&) { ++(is_send ? send_start : recv_start)[kk + 1]; });
+    for (size_t kk = 0; kk < nkeys; ++kk) {
+      send_start[kk + 1] += send_start[kk];
+      recv_start[kk + 1] += recv_start[kk];
     }
+    sends.resize(send_start[nkeys]);
+    recvs.resize(recv_start[nkeys]);
+    send_fill.assign(send_start.begin(), send_start.end() - 1);
+    recv_fill.assign(recv_start.begin(), recv_start.end() - 1);
+    for_each_transfer([&](bool is_send, size_t kk, const Ref& ref) {
+      if (is_send) sends[send_fill[kk]++] = ref;
+      else recvs[recv_fill[kk]++] = ref;
+    });
     auto count_of = [&](const Ref& x) {
       const Action& a = action(x.rank, x.step, x.idx);
       return a.kind == ActionKind::send ? a.src.count : a.dst.count;
     };
-    for (int from = 0; from < n_; ++from) {
-      for (int to = 0; to < n_; ++to) {
-        for (int ch = 0; ch < nch; ++ch) {
-          const auto& out = sends[key(from, to, ch)];
-          const auto& in = recvs[key(from, to, ch)];
-          for (size_t m = 0; m < std::min(out.size(), in.size()); ++m) {
-            const Ref& s = out[m];
-            const Ref& t = in[m];
-            if (count_of(s) != count_of(t)) {
-              fail_at(s.rank, s.step, s.idx,
-                      fmt::format("sends {} elements, but the matching receive (rank {} step {} "
-                                  "action {}: {}) takes {}",
-                                  count_of(s), t.rank, t.step, t.idx,
-                                  action_text(action(t.rank, t.step, t.idx)), count_of(t)));
-            }
-            st(s.rank).partner[s.step][s.idx] = t;
-            st(t.rank).partner[t.step][t.idx] = s;
-          }
-          if (out.size() > in.size()) {
-            const Ref& s = out[in.size()];
-            fail_at(s.rank, s.step, s.idx,
-                    fmt::format("message {} from rank {} to rank {} (channel {}) is never received: "
-                                "rank {} receives {} message(s) from it",
-                                in.size(), from, to, ch, to, in.size()));
-          }
-          if (in.size() > out.size()) {
-            const Ref& t = in[out.size()];
-            fail_at(t.rank, t.step, t.idx,
-                    fmt::format("waits for message {} from rank {}, which sends only {} to rank {}",
-                                out.size(), from, out.size(), to));
-          }
+    for (size_t kk = 0; kk < nkeys; ++kk) {
+      const size_t ns = send_start[kk + 1] - send_start[kk], nr = recv_start[kk + 1] - recv_start[kk];
+      if (ns == 0 && nr == 0) continue;
+      const int ch = static_cast<int>(kk % static_cast<size_t>(nch));
+      const int to = static_cast<int>(kk / static_cast<size_t>(nch) % static_cast<size_t>(n_));
+      const int from = static_cast<int>(kk / static_cast<size_t>(nch) / static_cast<size_t>(n_));
+      for (size_t m = 0; m < std::min(ns, nr); ++m) {
+        const Ref& s = sends[send_start[kk] + m];
+        const Ref& t = recvs[recv_start[kk] + m];
+        if (count_of(s) != count_of(t)) {
+          fail_at(s.rank, s.step, s.idx,
+                  fmt::format("sends {} elements, but the matching receive (rank {} step {} "
+                              "action {}: {}) takes {}",
+                              count_of(s), t.rank, t.step, t.idx,
+                              action_text(action(t.rank, t.step, t.idx)), count_of(t)));
         }
+        st(s.rank).partner[s.step][s.idx] = t;
+        st(t.rank).partner[t.step][t.idx] = s;
+      }
+      if (ns > nr) {
+        const Ref& s = sends[send_start[kk] + nr];
+        fail_at(s.rank, s.step, s.idx,
+                fmt::format("message {} from rank {} to rank {} (channel {}) is never received: "
+                            "rank {} receives {} message(s) from it",
+                            nr, from, to, ch, to, nr));
+      }
+      if (nr > ns) {
+        const Ref& t = recvs[recv_start[kk] + ns];
+        fail_at(t.rank, t.step, t.idx,
+                fmt::format("waits for message {} from rank {}, which sends only {} to rank {}", ns,
+                            from, ns, to));
       }
     }
   }

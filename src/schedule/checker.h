@@ -24,8 +24,8 @@
 // no deadlock (the ranks left waiting, and on whom, are named); and the outputs: AllReduce every
 // element of every rank reduced over all ranks exactly once with the same expression on every
 // rank; ReduceScatter chunk r on rank r; AllGather block r = rank r's input; Broadcast the
-// root's input; Reduce at the root only; avg divided exactly once; Barrier: every rank has
-// (transitively) heard from every rank before it finishes.
+// root's input; Reduce at the root only; avg divided exactly once (or not at all when N = 1);
+// Barrier: every rank has (transitively) heard from every rank before it finishes.
 // Up to kCheckerMaxRanks ranks; point-to-point operations are not modelled.
 #pragma once
 

@@ -139,6 +139,25 @@ TreeTiming time_tree(const BinaryTree& t, int top) {
   return tm;
 }
 
+// The trees and their timing for (nranks, top). Every rank's schedule of a job needs the same
+// shape: the last one built on this thread is kept, so N schedules cost O(N), not O(N^2).
+struct Shape {
+  int nranks = -1, top = -1;
+  DoubleBinaryTree trees;
+  TreeTiming timing[2];
+};
+
+const Shape& shape_for(int nranks, int top) {
+  thread_local Shape cached;
+  if (cached.nranks != nranks || cached.top != top) {
+    cached.trees = double_binary_tree(nranks, top);
+    for (int t = 0; t < 2; ++t) cached.timing[t] = time_tree(cached.trees.trees[t], top);
+    cached.nranks = nranks;
+    cached.top = top;
+  }
+  return cached;
+}
+
 size_t chunks_for(size_t elements) {
   if (elements == 0) return 0;
   return (elements + kTreeChunkElements - 1) / kTreeChunkElements;
@@ -166,14 +185,14 @@ RankSchedule tree_reduction(const CollectiveDesc& d, int r, TreeOp op) {
     if (d.redop == RedOp::avg && d.count > 0) s.steps.push_back({{finish_avg(Range{Buf::recv, 0, d.count})}});
     return s;
   }
-  const DoubleBinaryTree dbt = double_binary_tree(n, top);
+  const Shape& shape = shape_for(n, top);
   const Chunking halves{d.count, 2};
   // Partial sums: in recv where this rank may write it, else in scratch (same offsets).
   const Buf partial = (op == TreeOp::allreduce || at_top) ? Buf::recv : Buf::scratch;
   const bool avg = d.redop == RedOp::avg;
   for (int t = 0; t < 2; ++t) {
-    const BinaryTree& tree = dbt.trees[t];
-    const TreeTiming tm = time_tree(tree, top);
+    const BinaryTree& tree = shape.trees.trees[t];
+    const TreeTiming& tm = shape.timing[t];
     const size_t lo = halves.offset(t), len = halves.size(t);
     const size_t nchunks = chunks_for(len);
     if (nchunks == 0) continue;
@@ -244,7 +263,7 @@ RankSchedule tree_broadcast(const CollectiveDesc& d, int r) {
     step.actions.push_back(local_copy(Range{Buf::send, 0, d.count}, Range{Buf::recv, 0, d.count}));
   }
   if (n > 1) {
-    const DoubleBinaryTree dbt = double_binary_tree(n, d.root);
+    const DoubleBinaryTree& dbt = shape_for(n, d.root).trees;
     const Chunking halves{d.count, 2};
     for (int t = 0; t < 2; ++t) {
       const BinaryTree& tree = dbt.trees[t];
