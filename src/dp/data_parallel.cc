@@ -2,6 +2,7 @@
 // src/dp/layout.h for where every element lives).
 #include <algorithm>
 #include <cstring>
+#include <exception>
 
 #include "core/errors.h"
 #include "dp/data_parallel_impl.h"
@@ -43,6 +44,18 @@ DataParallelImpl::DataParallelImpl(std::shared_ptr<Communicator> comm, DpConfig 
                  cfg_.bucket_bytes);
   mixed_ = cfg_.precision == Precision::bf16;
   pdt_ = mixed_ ? DataType::bf16 : DataType::f32;
+}
+
+DataParallelImpl::~DataParallelImpl() {
+  auto settle = [](Work& w) {
+    try {
+      if (w.valid()) w.wait();
+    } catch (const std::exception&) {
+      // Already reported to whoever waited on it; the buffers may go now.
+    }
+  };
+  for (LaunchedBucket& lb : launched_) settle(lb.work);
+  for (auto& [layer, gl] : gathered_) settle(gl.work);
 }
 
 ErrorContext DataParallelImpl::ctx(const char* op) const {

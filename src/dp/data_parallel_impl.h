@@ -17,6 +17,10 @@ namespace hoop::dp::detail {
 class DataParallelImpl {
  public:
   DataParallelImpl(std::shared_ptr<Communicator> comm, DpConfig config);
+  // Waits for the collectives still writing into its buffers (errors ignored).
+  ~DataParallelImpl();
+  DataParallelImpl(const DataParallelImpl&) = delete;
+  DataParallelImpl& operator=(const DataParallelImpl&) = delete;
 
   int register_param(const std::string& name, size_t numel, int layer, const float* initial);
   void finalize();

@@ -8,6 +8,7 @@
 // segments of `seg` elements, segment q holding rank q's slices of the group's tensors.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <vector>
