@@ -15,8 +15,8 @@
 #include "hoop/store.h"
 #include "output_forwarder.h"
 #include "rank_env.h"
-#include "remote_launch.h"
 #include "rank_process.h"
+#include "remote_launch.h"
 #include "signal_channel.h"
 #include "supervisor.h"
 #include "transport/shm/shm_transport.h"
@@ -64,7 +64,6 @@ class ShmCleanup {
  private:
   std::string job_id_;
 };
-
 
 // The store of a job on several hosts listens where the ranks are told it is; when that address
 // is not this machine's (hoop-run runs elsewhere, behind a NAT...), on every interface.
