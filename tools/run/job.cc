@@ -5,6 +5,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstring>
+#include <memory>
 #include <random>
 
 #include <fmt/format.h>
@@ -14,6 +16,7 @@
 #include "output_forwarder.h"
 #include "rank_env.h"
 #include "rank_process.h"
+#include "remote_launch.h"
 #include "signal_channel.h"
 #include "supervisor.h"
 #include "transport/shm/shm_transport.h"
@@ -62,6 +65,54 @@ class ShmCleanup {
   std::string job_id_;
 };
 
+// The store of a job on several hosts listens where the ranks are told it is; when that address
+// is not this machine's (hoop-run runs elsewhere, behind a NAT...), on every interface.
+std::unique_ptr<TcpStoreServer> start_store(const StoreEndpoint& at, bool multi_host) {
+  if (!multi_host) return std::make_unique<TcpStoreServer>("127.0.0.1", 0);
+  try {
+    return std::make_unique<TcpStoreServer>(at.advertised_host, at.port);
+  } catch (const Error& e) {
+    write_all(STDERR_FILENO, fmt::format("hoop-run: the store cannot bind {} ({}); listening on "
+                                         "every interface\n", at.advertised_host, e.detail()));
+    return std::make_unique<TcpStoreServer>("", at.port);
+  }
+}
+
+std::string store_address_text(const std::string& host, uint16_t port) {
+  return host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, port)
+                                             : fmt::format("{}:{}", host, port);
+}
+
+bool any_rank_here(const JobEnvironment& job) {
+  for (const auto& place : job.placement) {
+    if (is_this_machine(job.hosts[static_cast<size_t>(place.host)].name)) return true;
+  }
+  return false;
+}
+
+std::string current_directory() {
+  std::string dir(4096, '\0');
+  if (::getcwd(dir.data(), dir.size()) == nullptr) return ".";
+  dir.resize(std::strlen(dir.c_str()));
+  return dir;
+}
+
+// A rank on another host starts through the launcher; ranks on this machine start as usual.
+void launch_on_host(LaunchSpec& spec, const RunOptions& opts, const JobEnvironment& job, int rank,
+                    const std::vector<std::string>& inherited) {
+  const HostSpec& host = job.hosts.at(static_cast<size_t>(job.placement.at(static_cast<size_t>(rank)).host));
+  if (is_this_machine(host.name)) return;
+  RemoteCommand remote = remote_command(opts.hosts.launcher, host.name, opts.command,
+                                        job_variables(job, rank, inherited), current_directory());
+  auto launcher = resolve_program(remote.argv.front(), find_env(spec.env, "PATH"));
+  if (!launcher) {
+    throw_error(ErrorCode::init, fmt::format("rank {}: launcher '{}' not found", rank,
+                                             remote.argv.front()));
+  }
+  spec.program_path = *launcher;
+  spec.argv = std::move(remote.argv);
+}
+
 }  // namespace
 
 namespace {
@@ -77,10 +128,17 @@ AttemptResult run_attempt(const RunOptions& opts, SignalChannel& signals, const 
                           int restart_count) {
   ShmCleanup cleanup(job_id);
 
-  TcpStoreServer store("127.0.0.1", 0);
+  const bool multi_host = !opts.hosts.hosts.empty();
+  const StoreEndpoint store_at = multi_host ? choose_store_endpoint(opts.hosts) : StoreEndpoint{"127.0.0.1", 0};
+  std::unique_ptr<TcpStoreServer> store = start_store(store_at, multi_host);
   JobEnvironment job_env;
   job_env.nranks = opts.nranks;
-  job_env.store_addr = fmt::format("127.0.0.1:{}", store.port());
+  job_env.store_addr = store_address_text(store_at.advertised_host, store->port());
+  if (multi_host) {
+    job_env.hosts = opts.hosts.hosts;
+    job_env.placement = place_ranks(opts.hosts.hosts, opts.nranks);
+    job_env.master_addr = store_at.advertised_host;
+  }
   job_env.job_id = job_id;
   job_env.master_port = opts.master_port ? *opts.master_port : free_loopback_port();
   job_env.restart_count = restart_count;
@@ -90,6 +148,7 @@ AttemptResult run_attempt(const RunOptions& opts, SignalChannel& signals, const 
   // Looked up once, in the ranks' PATH, so that a missing program is one clear message.
   const std::vector<std::string> env0 = rank_environment(job_env, 0, inherited);
   std::optional<std::string> program = resolve_program(opts.command[0], find_env(env0, "PATH"));
+  if (!program && multi_host && !any_rank_here(job_env)) program = opts.command[0];  // remote
   if (!program) {
     write_all(STDERR_FILENO,
               fmt::format("hoop-run: {}: program not found or not executable\n", opts.command[0]));
@@ -111,6 +170,7 @@ AttemptResult run_attempt(const RunOptions& opts, SignalChannel& signals, const 
     spec.program_path = *program;
     spec.argv = opts.command;
     spec.env = rank_environment(job_env, rank, inherited);
+    if (multi_host) launch_on_host(spec, opts, job_env, rank, inherited);
     spec.child_sigmask = signals.original_mask();
     // Ranks never read the terminal: in their own process groups they would be stopped by
     // SIGTTIN, and N readers of one stdin make no sense.

@@ -11,7 +11,8 @@ namespace {
 
 constexpr const char* kDescription =
     "hoop-run -n N [options] -- program args...\n"
-    "Starts N local ranks of one hoop job and supervises them.";
+    "hoop-run --hosts a:4,b:4 [--launcher 'ssh {host}'] [options] -- program args...\n"
+    "Starts the ranks of one hoop job (on this machine, or on several hosts) and supervises them.";
 constexpr const char* kFooter =
     "Each rank gets HOOP_RANK, HOOP_WORLD_SIZE, HOOP_LOCAL_RANK, HOOP_LOCAL_SIZE,\n"
     "HOOP_STORE_ADDR (the rendezvous store served by hoop-run) and HOOP_JOB_ID, plus torchrun's\n"
@@ -20,7 +21,11 @@ constexpr const char* kFooter =
     "ranks. When a rank fails the others get SIGTERM, then SIGKILL after --grace seconds, and\n"
     "hoop-run exits with the failed rank's code (128+signal when killed); 124 on --timeout.\n"
     "With --max-restarts K a failed group is started again (at most K times) under a new job\n"
-    "id and store; the exit code is the last attempt's.";
+    "id and store; the exit code is the last attempt's.\n"
+    "With --hosts or --hostfile ranks fill the hosts in order; each is started with the\n"
+    "--launcher command (not for localhost) and gets HOOP_HOST_ID = its host's name (ranks of one\n"
+    "host share memory, the others use TCP), HOOP_SOCKET_IFNAME = the host's ifname= if given,\n"
+    "and the store's address: --store-addr, else the first host's addr= or resolved name.";
 
 // Job ids name shared-memory segments ("hoop-<id>-..."), and the launcher removes every
 // segment whose name starts with its job's prefix. A '-' in an id would let the prefix of
@@ -49,8 +54,7 @@ ParsedCommandLine parse_run_options(int argc, char** argv) {
 
   CLI::App app{kDescription, "hoop-run"};
   app.footer(kFooter);
-  app.add_option("-n,--np", opts.nranks, "number of ranks to start")
-      ->required()
+  app.add_option("-n,--np", opts.nranks, "number of ranks to start (with --hosts: default all slots)")
       ->check(CLI::Range(1, 4096));
   app.add_option("-x,--export", exports, "add NAME=VALUE to the ranks' environment (repeatable)")
       ->allow_extra_args(false)
@@ -79,6 +83,8 @@ ParsedCommandLine parse_run_options(int argc, char** argv) {
                  "after a rank fails, restart the whole group up to this many times (new job "
                  "id and store; the ranks get HOOP_RESTART_COUNT)")
       ->check(CLI::Range(0, 1000));
+  HostArgs host_args;
+  add_host_options(app, host_args);
   // Without "--", the first argument that is not an option of hoop-run starts the command.
   app.prefix_command();
 
@@ -104,6 +110,11 @@ ParsedCommandLine parse_run_options(int argc, char** argv) {
     if (!has_separator) opts.command = std::move(rest);
     if (opts.command.empty())
       throw CLI::RequiredError("a program to run (hoop-run -n N -- program args...)");
+    try {
+      finish_host_options(host_args, opts.nranks, opts.hosts);
+    } catch (const std::invalid_argument& e) {
+      throw CLI::ValidationError(e.what());
+    }
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
     return {std::nullopt, code == 0 ? 0 : 2};

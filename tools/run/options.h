@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "hosts.h"
+
 namespace hoop::run {
 
 struct RunOptions {
@@ -19,6 +21,7 @@ struct RunOptions {
   double grace_seconds = 3.0;    // between SIGTERM and SIGKILL when stopping the ranks
   double timeout_seconds = 0.0;  // 0: no timeout
   int max_restarts = 0;  // restarts of the whole group after a rank fails (elastic restart)
+  HostOptions hosts;             // --hosts / --hostfile: ranks on several hosts
 };
 
 // What parse_run_options decided: run with `options`, or exit at once with `exit_code`
