@@ -13,4 +13,13 @@ PYBIND11_MODULE(_C, m) {
   m.def("create_process_group", &hoop_torch::create_process_group, py::arg("store"),
         py::arg("rank"), py::arg("size"), py::arg("timeout"),
         py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "_drain_all",
+      [](double seconds) {
+        hoop_torch::drain_all_process_groups(
+            std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
+      },
+      py::arg("seconds"),
+      "Waits (at most `seconds` per group) until every hoop group has finished and released "
+      "the works issued so far; hoop_torch runs it at interpreter exit.");
 }

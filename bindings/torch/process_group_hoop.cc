@@ -1,9 +1,12 @@
 #include "process_group_hoop.h"
 
+#include <Python.h>
+
 #include <ATen/core/ivalue.h>
 #include <ATen/core/jit_type.h>
 
 #include <cstdlib>
+#include <set>
 #include <string>
 
 #include "c10d_store_adapter.h"
@@ -112,6 +115,27 @@ size_t reduce_count(const at::Tensor& t, const Reduction& r) {
   return static_cast<size_t>(t.numel() * r.lanes);
 }
 
+// The live groups, for drain_all_process_groups.
+std::mutex registry_mu;
+std::set<ProcessGroupHoop*>& registry() {
+  static std::set<ProcessGroupHoop*> groups;
+  return groups;
+}
+
+// Runs f with the GIL released when this thread holds it. The completion thread may need the
+// GIL (dropping the last reference to a tensor Python owns), so nothing may wait for it while
+// holding the GIL.
+template <typename F>
+void without_gil(F&& f) {
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    PyThreadState* state = PyEval_SaveThread();
+    f();
+    PyEval_RestoreThread(state);
+  } else {
+    f();
+  }
+}
+
 hoop::OpOptions op_options(std::chrono::milliseconds timeout) {
   hoop::OpOptions o;
   if (timeout != c10d::kUnsetTimeout) o.timeout = timeout;
@@ -204,15 +228,34 @@ ProcessGroupHoop::ProcessGroupHoop(const c10::intrusive_ptr<c10d::Store>& store,
   comm_ = hoop::Communicator::create(params, opts);
   completer_ = std::thread([this] { completion_loop(); });
   init();
+  std::lock_guard lk(registry_mu);
+  registry().insert(this);
 }
 
 ProcessGroupHoop::~ProcessGroupHoop() {
+  {
+    std::lock_guard lk(registry_mu);
+    registry().erase(this);
+  }
   {
     std::lock_guard lk(mu_);
     stop_ = true;
   }
   cv_.notify_all();
-  completer_.join();  // finishes every pending work first
+  // Python drops the last reference to a group holding the GIL.
+  without_gil([&] { completer_.join(); });  // finishes every pending work first
+}
+
+bool ProcessGroupHoop::drain(std::chrono::milliseconds limit) {
+  std::unique_lock lk(mu_);
+  return cv_.wait_for(lk, limit, [&] { return pending_.empty() && !busy_; });
+}
+
+void drain_all_process_groups(std::chrono::milliseconds limit) {
+  without_gil([&] {
+    std::lock_guard lk(registry_mu);
+    for (ProcessGroupHoop* pg : registry()) pg->drain(limit);
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoop::track(c10::intrusive_ptr<HoopWork> work) {
@@ -231,12 +274,15 @@ void ProcessGroupHoop::completion_loop() {
     if (pending_.empty()) return;
     auto work = std::move(pending_.front());
     pending_.pop_front();
+    busy_ = true;
     lk.unlock();
     // hoop runs a communicator's operations in issue order, so waiting in that order never
     // holds back a finished one for long.
     work->complete();
     work.reset();
     lk.lock();
+    busy_ = false;
+    if (pending_.empty()) cv_.notify_all();  // drain()
   }
 }
 

@@ -85,6 +85,10 @@ class ProcessGroupHoop : public c10d::ProcessGroup {
 
   hoop::Communicator& communicator() { return *comm_; }
 
+  // Waits until the completion thread has finished and released every work issued so far, or
+  // until `limit` passes; true when it did.
+  bool drain(std::chrono::milliseconds limit);
+
  private:
   // Queues the work for the completion thread and returns it.
   c10::intrusive_ptr<c10d::Work> track(c10::intrusive_ptr<HoopWork> work);
@@ -94,9 +98,14 @@ class ProcessGroupHoop : public c10d::ProcessGroup {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<c10::intrusive_ptr<HoopWork>> pending_;
+  bool busy_ = false;  // the completion thread holds a work taken from pending_
   bool stop_ = false;
   std::thread completer_;
 };
+
+// Drains every live hoop process group (at most `limit` each): run at interpreter exit, before
+// Python stops handing the GIL to other threads, since releasing a tensor Python owns needs it.
+void drain_all_process_groups(std::chrono::milliseconds limit);
 
 // The backend's creator, as torch.distributed.Backend.register_backend calls it.
 c10::intrusive_ptr<c10d::ProcessGroup> create_process_group(

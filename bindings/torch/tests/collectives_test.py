@@ -314,6 +314,11 @@ def main():
     dist.barrier(group=gloo)
     if rank == 0:
         print(f"collectives ok on {size} ranks: {c.count} checks ({c.gloo_count} against gloo)", flush=True)
+    # Teardown with works in flight whose tensors only the works still hold: releasing them
+    # needs the GIL, which destroy_process_group holds while the groups go away.
+    for _ in range(50):
+        dist.all_reduce(torch.ones(20000), async_op=True)
+    dist.destroy_process_group()
 
 
 if __name__ == "__main__":
