@@ -8,7 +8,7 @@ SHELL := /bin/bash
 JOBS ?= 2
 APT_PACKAGES := cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev \
                 libfmt-dev libcli11-dev nlohmann-json3-dev ccache libopenblas-dev libhwloc-dev \
-                iproute2 zlib1g-dev
+                iproute2 zlib1g-dev python3-torch libtorch-dev pybind11-dev
 BIN := build/release/bin
 
 .PHONY: all deps build demo test test-asan test-tsan fuzz bench-kernels clean

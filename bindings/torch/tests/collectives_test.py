@@ -1,0 +1,325 @@
+"""Every collective of the "hoop" backend against Gloo's result and a local reference.
+
+Run on N ranks by hoop-run or torchrun (env:// rendezvous). Inputs are small integers made
+from (seed, rank), so every rank can compute the exact expected result of every rank's data,
+and sums stay exact in every dtype. Exits non-zero on the first wrong value.
+"""
+import datetime
+import sys
+import warnings
+
+import torch
+import torch.distributed as dist
+
+import hoop_torch  # noqa: F401  (registers the backend)
+
+SIZES = [0, 1, 7, 1000, 70000]
+REDUCE_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8,
+                 torch.uint8, torch.int32, torch.int64, torch.bool]
+MOVE_DTYPES = REDUCE_DTYPES + [torch.int16, torch.complex64]
+OPS = {"sum": dist.ReduceOp.SUM, "product": dist.ReduceOp.PRODUCT,
+       "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX}
+
+
+def make(seed, rank, n, dtype, op="sum"):
+    """Rank `rank`'s input: small integers, positive and at most 2 for products."""
+    g = torch.Generator().manual_seed(seed * 997 + rank)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, (n,), generator=g).bool()
+    if dtype == torch.complex64:
+        return torch.complex(make(seed, rank, n, torch.float32), make(seed + 1, rank, n, torch.float32))
+    lo, hi = (1, 3) if op == "product" else ((0, 4) if dtype == torch.uint8 else (-3, 4))
+    return torch.randint(lo, hi, (n,), generator=g).to(dtype)
+
+
+def reference(inputs, op, dtype):
+    """The reduction of every rank's input, computed here."""
+    if dtype == torch.bool:
+        stacked = torch.stack(inputs)
+        return {"sum": stacked.any(0), "max": stacked.any(0), "product": stacked.all(0),
+                "min": stacked.all(0)}[op]
+    stacked = torch.stack([t.double() for t in inputs])
+    out = {"sum": stacked.sum(0), "product": stacked.prod(0), "min": stacked.min(0).values,
+           "max": stacked.max(0).values, "avg": stacked.mean(0)}[op]
+    return out.to(dtype)
+
+
+class Checker:
+    def __init__(self, rank, size, gloo):
+        self.rank, self.size, self.gloo = rank, size, gloo
+        self.count = 0
+        self.gloo_count = 0
+
+    def same(self, got, want, what):
+        self.count += 1
+        if got.dtype != want.dtype or got.shape != want.shape or not torch.equal(got, want):
+            diff = (got != want).nonzero()[:5].flatten().tolist() if got.shape == want.shape else "shape"
+            print(f"rank {self.rank}: WRONG {what}: dtype {got.dtype}/{want.dtype} "
+                  f"shape {tuple(got.shape)}/{tuple(want.shape)} first differences at {diff}",
+                  file=sys.stderr, flush=True)
+            sys.exit(1)
+
+    def gloo_result(self, fn, *tensors):
+        """Runs fn on Gloo with copies of tensors; None when Gloo cannot (dtype, op)."""
+        if any(t.numel() == 0 for t in tensors):
+            return None  # Gloo's all_gather dies of SIGFPE on empty tensors
+        copies = [t.clone() for t in tensors]
+        try:
+            fn(*copies, group=self.gloo)
+        except RuntimeError:
+            return None
+        self.gloo_count += 1
+        return copies
+
+
+def check_all_reduce(c):
+    seed = 1
+    for dtype in REDUCE_DTYPES:
+        for name, op in OPS.items():
+            for n in SIZES if dtype in (torch.float32, torch.bfloat16) else SIZES[:4]:
+                seed += 1
+                mine = make(seed, c.rank, n, dtype, name)
+                want = reference([make(seed, r, n, dtype, name) for r in range(c.size)], name, dtype)
+                g = c.gloo_result(lambda t, group: dist.all_reduce(t, op, group=group), mine)
+                dist.all_reduce(mine, op)
+                c.same(mine, want, f"all_reduce {name} {dtype} n={n}")
+                if g is not None:
+                    c.same(mine, g[0], f"all_reduce {name} {dtype} n={n} vs gloo")
+    for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
+        seed += 1
+        mine = make(seed, c.rank, 999, dtype)
+        want = reference([make(seed, r, 999, dtype) for r in range(c.size)], "avg", dtype)
+        dist.all_reduce(mine, dist.ReduceOp.AVG)
+        c.same(mine, want, f"all_reduce avg {dtype}")
+
+
+def check_non_contiguous(c):
+    # A transposed view and a strided column: results land in the viewed elements only.
+    base = torch.arange(64 * 6, dtype=torch.float32).reshape(64, 6) + c.rank
+    view = base.t()[1:4]
+    untouched = base[:, 4:].clone()
+    dist.all_reduce(view)
+    total = sum(torch.arange(64 * 6, dtype=torch.float32).reshape(64, 6) + r for r in range(c.size))
+    c.same(base[:, 1:4].contiguous(), total[:, 1:4].contiguous(), "all_reduce of a transposed view")
+    c.same(base[:, 4:].contiguous(), untouched, "elements outside the view")
+    col = torch.full((50, 3), float(c.rank))[:, 1]
+    dist.broadcast(col, src=c.size - 1)
+    c.same(col.contiguous(), torch.full((50,), float(c.size - 1)), "broadcast into a strided column")
+
+
+def check_async_and_future(c):
+    works, tensors = [], []
+    for i in range(5):
+        t = torch.full((1000 + i,), float(c.rank + i))
+        tensors.append(t)
+        works.append(dist.all_reduce(t, async_op=True))
+    fut = works[-1].get_future()
+    for w in works:
+        w.wait()
+    for i, t in enumerate(tensors):
+        c.same(t, torch.full((1000 + i,), float(sum(r + i for r in range(c.size)))), f"async all_reduce {i}")
+    value = fut.wait()
+    c.same(value[0], tensors[-1], "future value of all_reduce")
+    # A chained callback sees the finished result.
+    t = torch.ones(10)
+    doubled = dist.all_reduce(t, async_op=True).get_future().then(lambda f: f.value()[0] * 2)
+    c.same(doubled.wait(), torch.full((10,), 2.0 * c.size), "future.then")
+    w = dist.barrier(async_op=True)
+    w.wait()
+    if not w.is_completed():
+        c.same(torch.zeros(1), torch.ones(1), "barrier work completed")
+
+
+def check_all_reduce_coalesced(c):
+    for dtype in (torch.float32, torch.int64):
+        shapes = [(3, 5), (1,), (0,), (100,)]
+        mine = [make(40 + i, c.rank, 1, dtype).expand(*s).contiguous() + i for i, s in enumerate(shapes)]
+        g = c.gloo_result(lambda *ts, group: dist.all_reduce_coalesced(list(ts), group=group), *mine)
+        dist.all_reduce_coalesced(mine)
+        for i, s in enumerate(shapes):
+            want = sum(make(40 + i, r, 1, dtype).expand(*s) + i for r in range(c.size))
+            c.same(mine[i], want.to(dtype), f"all_reduce_coalesced {dtype} #{i}")
+            if g is not None:
+                c.same(mine[i], g[i], f"all_reduce_coalesced {dtype} #{i} vs gloo")
+
+
+def check_broadcast(c):
+    for dtype in MOVE_DTYPES:
+        for root in range(c.size):
+            for n in (0, 13, 5000):
+                mine = make(60 + root, c.rank, n, dtype)
+                g = c.gloo_result(lambda t, group: dist.broadcast(t, root, group=group), mine)
+                dist.broadcast(mine, root)
+                c.same(mine, make(60 + root, root, n, dtype), f"broadcast {dtype} root {root} n={n}")
+                if g is not None:
+                    c.same(mine, g[0], f"broadcast {dtype} root {root} vs gloo")
+
+
+def check_reduce(c):
+    for dtype in (torch.float32, torch.float16, torch.int32, torch.uint8, torch.bool):
+        for name in ("sum", "max"):
+            for root in range(c.size):
+                mine = make(80 + root, c.rank, 3001, dtype, name)
+                want = reference([make(80 + root, r, 3001, dtype, name) for r in range(c.size)], name, dtype)
+                g = c.gloo_result(lambda t, group: dist.reduce(t, root, OPS[name], group=group), mine)
+                dist.reduce(mine, root, OPS[name])
+                if c.rank == root:
+                    c.same(mine, want, f"reduce {name} {dtype} root {root}")
+                    if g is not None:
+                        c.same(mine, g[0], f"reduce {name} {dtype} root {root} vs gloo")
+
+
+def check_all_gather(c):
+    for dtype in MOVE_DTYPES:
+        for n in (0, 5, 4099):
+            mine = make(100, c.rank, n, dtype)
+            want = [make(100, r, n, dtype) for r in range(c.size)]
+            outs = [torch.empty(n, dtype=dtype) for _ in range(c.size)]
+            outs_gloo = [torch.empty(n, dtype=dtype) for _ in range(c.size)]
+            g = c.gloo_result(lambda t, group: dist.all_gather(outs_gloo, t, group=group), mine)
+            dist.all_gather(outs, mine)
+            for r in range(c.size):
+                c.same(outs[r], want[r], f"all_gather {dtype} n={n} slot {r}")
+                if g is not None:
+                    c.same(outs[r], outs_gloo[r], f"all_gather {dtype} slot {r} vs gloo")
+            flat = torch.empty(c.size * n, dtype=dtype)
+            dist.all_gather_into_tensor(flat, mine)
+            c.same(flat, torch.cat(want), f"all_gather_into_tensor {dtype} n={n}")
+    # In place: the input is this rank's slot of the output.
+    n = 777
+    flat = torch.zeros(c.size * n)
+    flat[c.rank * n:(c.rank + 1) * n] = make(101, c.rank, n, torch.float32)
+    dist.all_gather_into_tensor(flat, flat[c.rank * n:(c.rank + 1) * n])
+    c.same(flat, torch.cat([make(101, r, n, torch.float32) for r in range(c.size)]), "all_gather in place")
+    # Non-contiguous outputs of the list form.
+    outs = [torch.zeros(8, 4).t() for _ in range(c.size)]
+    dist.all_gather(outs, torch.full((4, 8), float(c.rank)))
+    for r in range(c.size):
+        c.same(outs[r].contiguous(), torch.full((4, 8), float(r)), f"all_gather into transposed slot {r}")
+
+
+def check_reduce_scatter(c):
+    # Gloo has no reduce_scatter in torch 1.13: the local reference decides.
+    for dtype in (torch.float32, torch.bfloat16, torch.int64, torch.int8):
+        for name in ("sum", "min"):
+            for n in (0, 3, 2501):
+                inputs = [make(120 + r, c.rank, n, dtype, name) for r in range(c.size)]
+                want = reference([make(120 + c.rank, r, n, dtype, name) for r in range(c.size)], name, dtype)
+                out = torch.empty(n, dtype=dtype)
+                dist.reduce_scatter(out, inputs, OPS[name])
+                c.same(out, want, f"reduce_scatter {name} {dtype} n={n}")
+                out2 = torch.empty(n, dtype=dtype)
+                dist.reduce_scatter_tensor(out2, torch.cat(inputs), OPS[name])
+                c.same(out2, want, f"reduce_scatter_tensor {name} {dtype} n={n}")
+    n = 1001
+    flat = torch.cat([make(140 + r, c.rank, n, torch.float32) for r in range(c.size)])
+    want = reference([make(140 + c.rank, r, n, torch.float32) for r in range(c.size)], "sum", torch.float32)
+    mine = flat[c.rank * n:(c.rank + 1) * n]
+    dist.reduce_scatter_tensor(mine, flat)
+    c.same(mine, want, "reduce_scatter_tensor in place")
+
+
+def check_send_recv(c):
+    right, left = (c.rank + 1) % c.size, (c.rank - 1) % c.size
+    for dtype in (torch.float32, torch.int16, torch.bool):
+        for n in (1, 100000):
+            mine = make(160, c.rank, n, dtype)
+            got = torch.empty(n, dtype=dtype)
+            if n < 1000 or c.rank % 2 == 0:
+                # A send completes once its data is in the link's buffer: small messages can
+                # all go first; for large ones even ranks send first, odd ranks receive first.
+                dist.send(mine, right)
+                dist.recv(got, left)
+            else:
+                dist.recv(got, left)
+                dist.send(mine, right)
+            c.same(got, make(160, left, n, dtype), f"send/recv {dtype} n={n}")
+    reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.full((5,), float(c.rank)), right),
+                                   dist.P2POp(dist.irecv, got := torch.empty(5), left)])
+    for r in reqs:
+        r.wait()
+    c.same(got, torch.full((5,), float(left)), "batch_isend_irecv")
+    # Into a non-contiguous receive buffer.
+    target = torch.zeros(6, 4)
+    dist.send(torch.full((6,), float(c.rank)), right)
+    dist.recv(target[:, 2], left)
+    c.same(target[:, 2].contiguous(), torch.full((6,), float(left)), "recv into a strided column")
+    c.same(target[:, :2].contiguous(), torch.zeros(6, 2), "recv leaves other columns alone")
+
+
+def check_sub_group(c):
+    # A group of the even ranks only, created by every rank as new_group requires.
+    evens = list(range(0, c.size, 2))
+    group = dist.new_group(evens, backend="hoop")
+    if c.rank in evens:
+        t = torch.tensor([float(c.rank)])
+        dist.all_reduce(t, group=group)
+        c.same(t, torch.tensor([float(sum(evens))]), "all_reduce on a sub-group")
+
+
+def expect_error(c, what, fn, *needles):
+    try:
+        fn()
+    except RuntimeError as e:
+        msg = str(e)
+        if all(n in msg for n in needles):
+            c.count += 1
+            return msg
+        print(f"rank {c.rank}: {what}: error lacks {needles}: {msg}", file=sys.stderr, flush=True)
+        sys.exit(1)
+    print(f"rank {c.rank}: {what}: no error raised", file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+def check_errors(c):
+    # Refused before anything is sent: the group stays usable.
+    expect_error(c, "int16 sum", lambda: dist.all_reduce(torch.ones(3, dtype=torch.int16)),
+                 f"hoop rank {c.rank}", "allreduce", "Short")
+    expect_error(c, "bitwise and", lambda: dist.all_reduce(torch.ones(3, dtype=torch.int32), dist.ReduceOp.BAND),
+                 f"hoop rank {c.rank}", "allreduce", "not supported")
+    expect_error(c, "root out of range", lambda: dist.broadcast(torch.ones(3), c.size + 3),
+                 f"hoop rank {c.rank}", "broadcast", "root")
+    t = torch.ones(4)
+    dist.all_reduce(t)
+    c.same(t, torch.full((4,), float(c.size)), "all_reduce after refused calls")
+    # Ranks that disagree on the count: every rank gets hoop's mismatch error, naming the op
+    # and the peer, as a Python exception. The group is then unusable, so it is a separate one.
+    group = dist.new_group(backend="hoop", timeout=datetime.timedelta(seconds=20))
+    bad = torch.ones(100 + c.rank)
+    expect_error(c, "count mismatch", lambda: dist.all_reduce(bad, group=group),
+                 "hoop rank", "allreduce", "peer")
+    w = None
+    try:
+        w = dist.all_reduce(torch.ones(3), group=group, async_op=True)
+    except RuntimeError:
+        pass
+    if w is not None:
+        expect_error(c, "after failure", w.wait, "hoop rank", "allreduce")
+
+
+def main():
+    warnings.filterwarnings("ignore", message=".*all_reduce_coalesced will be deprecated")
+    torch.set_num_threads(1)
+    dist.init_process_group("hoop")
+    rank, size = dist.get_rank(), dist.get_world_size()
+    assert dist.get_backend() == "hoop", dist.get_backend()
+    gloo = dist.new_group(backend="gloo")
+    c = Checker(rank, size, gloo)
+    for check in (check_all_reduce, check_non_contiguous, check_async_and_future,
+                  check_all_reduce_coalesced, check_broadcast, check_reduce, check_all_gather,
+                  check_reduce_scatter, check_send_recv, check_sub_group):
+        check(c)
+    dist.barrier()
+    check_errors(c)
+    dist.barrier(group=gloo)
+    if rank == 0:
+        print(f"collectives ok on {size} ranks: {c.count} checks ({c.gloo_count} against gloo)", flush=True)
+    # Teardown with works in flight whose tensors only the works still hold: releasing them
+    # needs the GIL, which destroy_process_group holds while the groups go away.
+    for _ in range(50):
+        dist.all_reduce(torch.ones(20000), async_op=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
