@@ -8,8 +8,13 @@ SHELL := /bin/bash
 JOBS ?= 2
 APT_PACKAGES := cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev \
                 libfmt-dev libcli11-dev nlohmann-json3-dev ccache libopenblas-dev libhwloc-dev \
-                iproute2 zlib1g-dev python3-torch libtorch-dev pybind11-dev
+                iproute2 zlib1g-dev python3-torch libtorch-dev pybind11-dev \
+                libopenmpi-dev openmpi-bin libgloo-dev python3-matplotlib
 BIN := build/release/bin
+# ccache (when installed) reuses objects across clones of the project: paths are made relative
+# to the clone and the working directory is left out of the hash (debug builds).
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
 
 .PHONY: all deps build demo test test-asan test-tsan fuzz bench-kernels clean
 
