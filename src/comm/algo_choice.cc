@@ -6,6 +6,7 @@
 #include "core/env.h"
 #include "core/errors.h"
 #include "core/log.h"
+#include "direct/direct_rule.h"
 #include "schedule/schedule.h"
 
 namespace hoop::detail {
@@ -44,6 +45,7 @@ std::string algorithm_from_env(OpType op) {
   static const AlgoEnv env = parse(env::get_or("HOOP_ALGO", ""));
   if (auto it = env.per_op.find(op); it != env.per_op.end()) return it->second;
   if (env.global.empty() || env.global == "auto") return "";
+  if (env.global == direct::kAlgorithmName && direct::supports(op)) return env.global;
   for (const auto& name : schedule::algorithms_for(op)) {
     if (name == env.global) return env.global;
   }

@@ -11,6 +11,7 @@
 #include "core/errors.h"
 #include "core/hash.h"
 #include "core/log.h"
+#include "direct/direct_comm.h"
 #include "kernels/reduce.h"
 #include "transport/shm/shm_transport.h"
 
@@ -247,10 +248,14 @@ void CommImpl::execute(const OpTask& t) {
       check.phase = kSignaturePhase;
       run_schedule(schedule::signature_ring(size(), rank_), t.dtype, engine::Buffers{}, check, timeout);
     }
-    const std::string algo = choose_algorithm(t);
-    if (is_half(t.dtype) && is_reducing(t.desc.op)) {
+    std::string algo = choose_algorithm(t);
+    if (use_direct(t, algo)) {
+      run_direct(t, timeout);
+    } else if (is_half(t.dtype) && is_reducing(t.desc.op)) {
+      if (algo == direct::kAlgorithmName) algo.clear();  // forced, but not applicable here
       run_half_precision(t, algo, id, timeout);
     } else {
+      if (algo == direct::kAlgorithmName) algo.clear();
       const auto s = schedule::build(algo, t.desc, rank_);
       run_schedule(s, t.dtype, engine::Buffers{t.send, t.recv, nullptr}, id, timeout);
     }
@@ -259,6 +264,45 @@ void CommImpl::execute(const OpTask& t) {
     if (e.code() == ErrorCode::invalid_argument) throw;
     fail(e);
   }
+}
+
+bool CommImpl::direct_applicable(const OpTask& t) const {
+  return direct::supports(t.desc.op) && transport_mode_ != "tcp" && local_size_ == size();
+}
+
+bool CommImpl::use_direct(const OpTask& t, const std::string& algo) const {
+  if (!direct_applicable(t)) return false;
+  if (algo == direct::kAlgorithmName) return true;
+  if (!algo.empty()) return false;
+  const auto& d = t.desc;
+  const size_t mult = (d.op == OpType::reducescatter || d.op == OpType::allgather) ? static_cast<size_t>(size()) : 1;
+  return direct::preferred(d.op, d.count * dtype_size(t.dtype) * mult, size());
+}
+
+void CommImpl::run_direct(const OpTask& t, std::chrono::milliseconds timeout) {
+  if (!direct_) {
+    direct::CommParams p;
+    p.job_id = job_->job_id;
+    p.comm_id = comm_id_;
+    p.rank = rank_;
+    p.nranks = size();
+    for (const auto& peer : peers_) p.pids.push_back(static_cast<pid_t>(peer.pid));
+    p.store = job_->store;
+    p.spin = direct::SpinPolicy{engine_.config().spin, engine_.config().yield_while_spinning};
+    direct_ = std::make_unique<direct::DirectComm>(std::move(p), waiter_, abort_flag_);
+  }
+  direct::Call c;
+  c.op = t.desc.op;
+  c.dtype = t.dtype;
+  c.redop = t.desc.redop;
+  c.count = t.desc.count;
+  c.root = t.desc.root;
+  c.send = t.send;
+  c.recv = t.recv;
+  c.seq = t.seq;
+  HOOP_TRACE("{} #{}: {}", to_string(c.op), c.seq, direct::kAlgorithmName);
+  direct_->run(c, timeout);
+  last_algorithm_ = direct::kAlgorithmName;
 }
 
 void CommImpl::run_schedule(const schedule::RankSchedule& s, DataType elem, const engine::Buffers& bufs,
@@ -382,6 +426,7 @@ void CommImpl::fail(const Error& e) {
 }
 
 void CommImpl::poison_links(const std::string& reason) noexcept {
+  if (direct_) direct_->poison(reason);
   for (auto& l : links_) {
     if (l) l->poison(reason);
   }
