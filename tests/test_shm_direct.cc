@@ -296,6 +296,7 @@ TEST(ShmDirect, BackToBackAsynchronousOpsStayInOrder) {
         bufs[static_cast<size_t>(k)][i] = static_cast<int32_t>(i * 7 + static_cast<size_t>(k) * 1000 + static_cast<size_t>(ctx.rank));
       auto& b = bufs[static_cast<size_t>(k)];
       works.push_back(comm->allreduce_async(b.data(), b.data(), count, DataType::i32, RedOp::sum, opts));
+      if (k % 10 == 9) works.push_back(comm->barrier_async(opts));
     }
     for (auto& w : works) w.wait();
     for (int k = 0; k < kOps; ++k) {
@@ -310,6 +311,44 @@ TEST(ShmDirect, BackToBackAsynchronousOpsStayInOrder) {
     }
   }, small_tunables("2"));
   EXPECT_TRUE(all_ok(results));
+  expect_no_leftover_segments(results);
+}
+
+// No rank leaves a barrier before the last one entered it (ranks enter skewed on purpose).
+TEST(ShmDirect, BarrierWaitsForTheLastRank) {
+  constexpr int kRanks = 4;
+  auto results = run_ranks(kRanks, [&](RankContext& ctx) {
+    auto comm = ctx.make_comm();
+    ctx.report("JOB " + comm->job_id());
+    OpOptions opts;
+    opts.algo = kAlgo;
+    comm->barrier(opts);
+    for (int round = 0; round < 3; ++round) {
+      if (ctx.rank == round) std::this_thread::sleep_for(50ms);
+      const int64_t entered = now_ns();
+      comm->barrier(opts);
+      const int64_t left = now_ns();
+      EXPECT_EQ(comm->last_algorithm(), kAlgo);
+      ctx.report("T " + std::to_string(round) + " " + std::to_string(entered) + " " + std::to_string(left));
+    }
+  });
+  EXPECT_TRUE(all_ok(results));
+  for (int round = 0; round < 3; ++round) {
+    int64_t last_entry = 0;
+    std::vector<int64_t> exits;
+    for (const auto& r : results) {
+      for (const auto& line : r.reports) {
+        int rd = -1;
+        long long in = 0, out = 0;
+        if (std::sscanf(line.c_str(), "T %d %lld %lld", &rd, &in, &out) == 3 && rd == round) {
+          last_entry = std::max<int64_t>(last_entry, in);
+          exits.push_back(out);
+        }
+      }
+    }
+    ASSERT_EQ(exits.size(), static_cast<size_t>(kRanks));
+    for (int64_t e : exits) EXPECT_GE(e, last_entry) << "a rank left barrier " << round << " early";
+  }
   expect_no_leftover_segments(results);
 }
 
@@ -365,13 +404,18 @@ TEST(ShmDirect, AnAbsentRankTimesOutNamingIt) {
       comm->allreduce(v.data(), v.data(), v.size(), DataType::f32, RedOp::sum, opts);
       ADD_FAILURE() << "completed without rank 2";
     } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::timeout) << e.what();
-      EXPECT_EQ(e.peer(), 2) << e.what();
-      EXPECT_NE(std::string(e.what()).find("rank 2"), std::string::npos) << e.what();
+      // The first to time out poisons the region: the other may learn it from there.
+      EXPECT_TRUE(e.code() == ErrorCode::timeout || e.code() == ErrorCode::peer_failure) << e.what();
+      EXPECT_NE(std::string(e.what()).find("waiting for rank 2"), std::string::npos) << e.what();
+      if (e.code() == ErrorCode::timeout) ctx.report("TIMEOUT " + std::to_string(e.peer()));
     }
     store->set_string("done-" + std::to_string(ctx.rank), "1");
   });
   EXPECT_TRUE(all_ok(results));
+  int timeouts_naming_2 = 0;
+  for (const auto& r : results)
+    for (const auto& line : r.reports) timeouts_naming_2 += line == "TIMEOUT 2";
+  EXPECT_GE(timeouts_naming_2, 1);
   expect_no_leftover_segments(results);
 }
 

@@ -69,7 +69,7 @@ void DirectComm::run(const Call& c, std::chrono::milliseconds timeout) {
   if (p_.nranks == 1) {
     // Nothing to exchange: the result is the input (an average of one is the value itself).
     const size_t bytes = c.count * es;
-    if (c.op != OpType::reduce || c.recv) copy_if_apart(c.recv, c.send, bytes);
+    if (c.op != OpType::barrier && (c.op != OpType::reduce || c.recv)) copy_if_apart(c.recv, c.send, bytes);
     return;
   }
   ensure_region(ctx, timeout);

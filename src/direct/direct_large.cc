@@ -278,6 +278,9 @@ void DirectComm::large_broadcast(const Call& c) {
       publish_chunk_in(g, sig);
       if (recv != send) std::memmove(recv + k * chunk * es, send + k * chunk * es, len);
     } else {
+      // The signature alone, so that a rank naming another root fails as a mismatch.
+      wait_stage_free(g);
+      publish_chunk_in(g, sig);
       wait_chunk_in(c.root, g, sig);
       std::memcpy(recv + k * chunk * es, region_->slot(c.root, g % stages), len);
     }

@@ -16,6 +16,7 @@ bool supports(OpType op) {
     case OpType::allgather:
     case OpType::broadcast:
     case OpType::reduce:
+    case OpType::barrier:
       return true;
     default:
       return false;

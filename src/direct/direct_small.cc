@@ -31,9 +31,11 @@ void DirectComm::small(const Call& c) {
   const size_t es = dtype_size(c.dtype);
   const size_t bytes = c.count * es;
   const OpSignature sig = signature(c);
+  // A broadcast's non-roots publish their signature without data, so that a rank that names
+  // another root finds out instead of waiting for a cell nobody fills.
   const bool writes = c.op != OpType::broadcast || me == c.root;
 
-  if (writes) {
+  {
     // This cell was last used two ops ago: everyone must have finished reading it.
     if (op > 2) {
       for (int p = 0; p < n; ++p) {
@@ -44,7 +46,7 @@ void DirectComm::small(const Call& c) {
       }
     }
     CellHeader& mine = region_->cell_header(me, buffer);
-    std::memcpy(region_->cell(me, buffer), c.send, input_bytes(c));
+    if (writes) std::memcpy(region_->cell(me, buffer), c.send, input_bytes(c));
     mine.sig = sig;
     mine.seq.store(op, std::memory_order_release);
     sync_->notify();
@@ -88,6 +90,11 @@ void DirectComm::small(const Call& c) {
         const std::byte* src = small_cell(c.root, buffer, op, sig);
         if (bytes > 0) std::memcpy(c.recv, src, bytes);
       }
+      break;
+    case OpType::barrier:
+      // Everyone published its cell on entering: once every cell is seen, everyone entered.
+      for (int p = 0; p < n; ++p)
+        if (p != me) small_cell(p, buffer, op, sig);
       break;
     default:
       throw_error(ErrorCode::internal, "shm-direct small path: unsupported collective", sync_->context());
