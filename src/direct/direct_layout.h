@@ -64,6 +64,7 @@ struct RankControl {
   std::atomic<uint64_t> chunk_reduced;                 // chunks whose own part it reduced
   std::atomic<uint64_t> chunk_done;                    // chunks it no longer reads
   alignas(kLine) std::atomic<uint32_t> sleeping;       // owner: about to sleep on `wake`
+  std::atomic<int32_t> cpu;                            // owner: the CPU it last waited on
   int32_t pid;
   alignas(kLine) std::atomic<uint32_t> wake;           // futex: peers bump it to wake the owner
 };

@@ -166,6 +166,7 @@ std::unique_ptr<Region> Region::open(const RegionParams& p, Store& store, TimePo
   std::unique_ptr<Region> region(new Region(base, bytes, name));
   auto* h = reinterpret_cast<RegionHeader*>(base);
   region->control(p.rank).pid = static_cast<int32_t>(::getpid());
+  region->control(p.rank).cpu.store(-1, std::memory_order_relaxed);
   if (p.rank != 0 && h->attached.fetch_add(1, std::memory_order_acq_rel) + 1 == p.nranks) {
     if (::shm_unlink(name.c_str()) != 0 && errno != ENOENT)
       HOOP_WARN("shm-direct: cannot unlink {}: {}", name, std::strerror(errno));

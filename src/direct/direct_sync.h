@@ -71,16 +71,22 @@ class Sync {
   template <class Ready>
   void wait_slow(int peer, std::string_view what, Ready& ready) {
     const TimePoint start = Clock::now();
+    RankControl& me = region_.control(rank_);
+    // Spinning only helps while the peer runs on another CPU: sharing ours (the scheduler put
+    // both there), every spin delays the very write we wait for, so yield to it instead.
+    const int cpu = ::sched_getcpu();
+    me.cpu.store(cpu, std::memory_order_relaxed);
+    bool yield = spin_.yield || peer_shares_cpu(peer, cpu);
     for (uint32_t i = 1;; ++i) {
       if (ready()) return;
       if ((i & 63) == 0) {
         check_health();
         if (Clock::now() - start >= spin_.spin) break;
+        yield = spin_.yield || peer_shares_cpu(peer, cpu);
       }
-      if (spin_.yield) ::sched_yield();
+      if (yield) ::sched_yield();
       else __builtin_ia32_pause();
     }
-    RankControl& me = region_.control(rank_);
     TimePoint last_liveness = Clock::now();
     for (;;) {
       me.sleeping.store(1, std::memory_order_seq_cst);
@@ -104,6 +110,10 @@ class Sync {
   }
 
   static constexpr std::chrono::milliseconds kLivenessPeriod{100};
+
+  bool peer_shares_cpu(int peer, int cpu) const {
+    return peer >= 0 && cpu >= 0 && region_.control(peer).cpu.load(std::memory_order_relaxed) == cpu;
+  }
 
   void sleep(uint32_t seen, TimePoint start);
   void check_health();  // abort, poison
