@@ -383,6 +383,43 @@ TEST(ShmDirect, DifferentCountsFailAsAMismatch) {
   expect_no_leftover_segments(results);
 }
 
+// Calls different enough to take different paths (cells here, chunk slots there), or equal but
+// for f16 vs bf16 (both reduced as f32): still a mismatch naming both, never a timeout.
+TEST(ShmDirect, CallsOnDifferentPathsFailAsAMismatch) {
+  for (int variant = 0; variant < 2; ++variant) {
+    SpawnOptions o = small_tunables("2");
+    auto results = run_ranks(3, [&](RankContext& ctx) {
+      CommOptions copts;
+      copts.timeout = 10s;
+      auto comm = ctx.make_comm(copts);
+      ctx.report("JOB " + comm->job_id());
+      OpOptions opts;
+      opts.algo = kAlgo;
+      std::vector<uint16_t> v(4096, 0x3c00);
+      const size_t count = variant == 0 && ctx.rank == 1 ? 3000 : 300;
+      const DataType dt = variant == 1 && ctx.rank == 2 ? DataType::bf16 : DataType::f16;
+      try {
+        comm->allreduce(v.data(), v.data(), count, dt, RedOp::sum, opts);
+        comm->barrier(opts);
+        ADD_FAILURE() << "rank " << ctx.rank << ": the mismatched calls succeeded";
+      } catch (const Error& e) {
+        ctx.report(std::string("ERR ") + std::string(to_string(e.code())) + " " + e.what());
+        EXPECT_TRUE(e.code() == ErrorCode::mismatch || e.code() == ErrorCode::peer_failure) << e.what();
+      }
+    }, o);
+    EXPECT_TRUE(all_ok(results));
+    const char* shown = variant == 0 ? "count 3000" : "bf16";
+    int mismatches = 0;
+    for (const auto& r : results) {
+      for (const auto& line : r.reports) {
+        if (line.rfind("ERR mismatch", 0) == 0 && line.find(shown) != std::string::npos) ++mismatches;
+      }
+    }
+    EXPECT_GE(mismatches, 1) << "variant " << variant;
+    expect_no_leftover_segments(results);
+  }
+}
+
 // A rank that never calls: the others time out naming it.
 TEST(ShmDirect, AnAbsentRankTimesOutNamingIt) {
   auto results = run_ranks(3, [&](RankContext& ctx) {

@@ -606,8 +606,8 @@ TEST(ShmLink, PoisonedLinkFailsOnBothSidesInOneProcess) {
   const std::string long_reason(1000, 'r');
   a->poison(long_reason);
   try {
-    b->consume(0);
-    ADD_FAILURE() << "consume on a poisoned link did not throw";
+    b->readable();
+    ADD_FAILURE() << "reading an empty poisoned link did not throw";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::peer_failure);
     EXPECT_NE(e.detail().find(std::string(255, 'r')), std::string::npos);
@@ -625,6 +625,21 @@ TEST(ShmLink, PoisonedLinkFailsOnBothSidesInOneProcess) {
   Waiter w;
   EXPECT_FALSE(b->arm(w, true, false));
   b->disarm();
+}
+
+// What the peer wrote before it failed belongs to an operation it completed: the reader gets
+// those bytes first and the error only once the link is drained.
+TEST(ShmLink, BytesWrittenBeforeThePoisonAreDeliveredFirst) {
+  const auto job = test_job_id("poison2");
+  auto a = connect(link_params(job, 0, 1, getpid(), 4096));
+  auto b = connect(link_params(job, 1, 0, getpid(), 4096));
+  ASSERT_EQ(a->write_some("abc", 3), 3u);
+  a->poison("failed after writing");
+  auto span = b->readable();
+  ASSERT_EQ(span.size(), 3u);
+  EXPECT_EQ(std::memcmp(span.data(), "abc", 3), 0);
+  b->consume(3);
+  EXPECT_THROW(b->readable(), Error);
 }
 
 // kill -9 of the peer: check_peer_alive names the rank, whether the dead process was reaped

@@ -223,9 +223,10 @@ void expect_cross_process_wake(bool with_fd) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   EXPECT_EQ(shared.word->load(), 1u);
   EXPECT_GE(ms, 140.0);
-  EXPECT_LT(ms, 2000.0);
-  // Sleeping, not spinning. The mixed case polls its descriptors in 1 ms slices.
-  EXPECT_LT(cpu, with_fd ? 80.0 : 20.0) << "wall " << ms << " ms";
+  // Sleeping, not spinning: a spinning waiter would burn about as much CPU as wall time (the
+  // bound is relative, so a loaded machine that delays the wake-up does not fail it). The
+  // mixed case polls its descriptors in 1 ms slices.
+  EXPECT_LT(cpu, ms * (with_fd ? 0.5 : 0.2)) << "wall " << ms << " ms";
 }
 
 TEST(Waiter, FutexChangeFromAnotherProcessWakes) { expect_cross_process_wake(false); }

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "core/socket_address.h"
+#include "bootstrap/store_errors.h"
 #include "bootstrap/store_protocol.h"
 #include "bootstrap/store_values.h"
 #include "bootstrap/timed_store.h"
@@ -317,6 +318,13 @@ class TcpStoreClient final : public bootstrap::TimedStore {
     return resp;
   }
 
+  [[noreturn]] void connection_broken(const char* op, const std::string& key,
+                                      const std::string& what) {
+    throw bootstrap::StoreConnectionBroken(
+        ErrorCode::peer_failure, fmt::format("key '{}': the store server at {} {}", key, where_, what),
+        {.op = op});
+  }
+
   [[noreturn]] void connection_lost(const char* op, const std::string& key,
                                     const std::string& what) {
     throw_error(ErrorCode::peer_failure,
@@ -348,7 +356,7 @@ class TcpStoreClient final : public bootstrap::TimedStore {
       } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
         wait_ready(c, POLLOUT, deadline, op, key);
       } else if (errno != EINTR) {
-        connection_lost(op, key, fmt::format("connection failed: {}", std::strerror(errno)));
+        connection_broken(op, key, fmt::format("connection failed: {}", std::strerror(errno)));
       }
     }
   }
@@ -372,11 +380,11 @@ class TcpStoreClient final : public bootstrap::TimedStore {
       ssize_t n = ::recv(c.fd, c.in.data() + old, kChunk, 0);
       c.in.resize(old + static_cast<size_t>(std::max<ssize_t>(n, 0)));
       if (n > 0) continue;
-      if (n == 0) connection_lost(op, key, "closed the connection");
+      if (n == 0) connection_broken(op, key, "closed the connection");
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
         wait_ready(c, POLLIN, deadline, op, key);
       } else if (errno != EINTR) {
-        connection_lost(op, key, fmt::format("connection failed: {}", std::strerror(errno)));
+        connection_broken(op, key, fmt::format("connection failed: {}", std::strerror(errno)));
       }
     }
   }

@@ -1,6 +1,8 @@
 #include "comm/algo_choice.h"
 
+#include <algorithm>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "core/env.h"
@@ -13,10 +15,18 @@ namespace hoop::detail {
 
 namespace {
 
+constexpr OpType kAllOps[] = {OpType::allreduce, OpType::reducescatter, OpType::allgather, OpType::broadcast,
+                              OpType::reduce,    OpType::barrier,       OpType::send,      OpType::recv};
+
 struct AlgoEnv {
   std::string global;
   std::map<OpType, std::string> per_op;
 };
+
+bool registered_for(const std::string& name, OpType op) {
+  const auto names = candidate_algorithms(op);
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
 
 AlgoEnv parse(const std::string& text) {
   AlgoEnv out;
@@ -26,6 +36,14 @@ AlgoEnv parse(const std::string& text) {
     if (item.empty()) continue;
     const auto colon = item.find(':');
     if (colon == std::string::npos) {
+      if (item != "auto") {
+        const auto all = all_algorithm_names();
+        if (std::find(all.begin(), all.end(), item) == all.end()) {
+          throw_error(ErrorCode::invalid_argument,
+                      fmt::format("HOOP_ALGO: unknown algorithm '{}' in '{}' (registered: {})", item, text,
+                                  fmt::join(all, ", ")));
+        }
+      }
       out.global = item;
       continue;
     }
@@ -34,22 +52,63 @@ AlgoEnv parse(const std::string& text) {
       throw_error(ErrorCode::invalid_argument,
                   fmt::format("HOOP_ALGO: unknown collective '{}' in '{}'", item.substr(0, colon), text));
     }
-    out.per_op[*op] = item.substr(colon + 1);
+    const std::string name = item.substr(colon + 1);
+    if (name != "auto" && !registered_for(name, *op)) {
+      throw_error(ErrorCode::invalid_argument,
+                  fmt::format("HOOP_ALGO: unknown algorithm '{}' for {} in '{}' (registered for {}: {})", name,
+                              to_string(*op), text, to_string(*op), fmt::join(candidate_algorithms(*op), ", ")));
+    }
+    out.per_op[*op] = name == "auto" ? "" : name;
   }
   return out;
+}
+
+std::string lookup(const AlgoEnv& env, OpType op) {
+  if (auto it = env.per_op.find(op); it != env.per_op.end()) return it->second;
+  if (env.global.empty() || env.global == "auto") return "";
+  return registered_for(env.global, op) ? env.global : "";
 }
 
 }  // namespace
 
 std::string algorithm_from_env(OpType op) {
   static const AlgoEnv env = parse(env::get_or("HOOP_ALGO", ""));
-  if (auto it = env.per_op.find(op); it != env.per_op.end()) return it->second;
-  if (env.global.empty() || env.global == "auto") return "";
-  if (env.global == direct::kAlgorithmName && direct::supports(op)) return env.global;
-  for (const auto& name : schedule::algorithms_for(op)) {
-    if (name == env.global) return env.global;
+  return lookup(env, op);
+}
+
+std::string algorithm_from_text(const std::string& text, OpType op) { return lookup(parse(text), op); }
+
+std::vector<std::string> fast_path_algorithms(OpType op) {
+  if (direct::supports(op)) return {std::string(direct::kAlgorithmName)};
+  return {};
+}
+
+std::vector<std::string> candidate_algorithms(OpType op) {
+  auto names = schedule::algorithms_for(op);
+  for (auto& f : fast_path_algorithms(op)) {
+    if (std::find(names.begin(), names.end(), f) == names.end()) names.push_back(f);
   }
-  return "";
+  return names;
+}
+
+std::vector<std::string> all_algorithm_names() {
+  std::set<std::string> all;
+  for (OpType op : kAllOps) {
+    for (auto& n : candidate_algorithms(op)) all.insert(n);
+  }
+  return {all.begin(), all.end()};
+}
+
+std::optional<int> channels_from_env() {
+  static const std::optional<int> k = [] () -> std::optional<int> {
+    const auto v = env::get_int("HOOP_NCHANNELS");
+    if (!v) return std::nullopt;
+    if (*v < 1 || *v > 64) {
+      throw_error(ErrorCode::invalid_argument, fmt::format("HOOP_NCHANNELS={} is not in [1, 64]", *v));
+    }
+    return static_cast<int>(*v);
+  }();
+  return k;
 }
 
 }  // namespace hoop::detail

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "comm/algo_choice.h"
+#include "engine/timeline.h"
 #include "core/env.h"
 #include "core/errors.h"
 #include "core/hash.h"
@@ -59,6 +60,12 @@ int local_count(const std::vector<PeerInfo>& peers, int rank) {
   for (const auto& p : peers) n += p.host_id == peers[static_cast<size_t>(rank)].host_id;
   return n;
 }
+schedule::Topology topology_of(const std::vector<PeerInfo>& peers) {
+  std::vector<std::string> ids;
+  ids.reserve(peers.size());
+  for (const auto& p : peers) ids.push_back(p.host_id);
+  return schedule::Topology::from_host_ids(ids);
+}
 }  // namespace
 
 CommImpl::CommImpl(std::shared_ptr<JobContext> job, uint64_t comm_id, int rank,
@@ -71,13 +78,21 @@ CommImpl::CommImpl(std::shared_ptr<JobContext> job, uint64_t comm_id, int rank,
       local_size_(local_count(peers_, rank_)),
       transport_mode_(transport_mode(opts)),
       timeout_ms_(default_timeout(opts).count()),
+      topology_(topology_of(peers_)),
       links_(peers_.size()),
-      engine_([this](int peer, TimePoint deadline) -> transport::Link& { return link(peer, deadline); },
+      engine_([this](int peer, int channel, TimePoint deadline) -> transport::Link& {
+                return link(peer, channel, deadline);
+              },
               waiter_, abort_flag_, engine::config_from_env(local_size_)),
       counters_(peers_.size()),
       signature_check_(env::get_int("HOOP_CHECK").value_or(0) != 0),
       sends_to_(peers_.size()),
-      recvs_from_(peers_.size()) {}
+      recvs_from_(peers_.size()) {
+  if (auto* timeline = engine::Timeline::global()) {
+    timeline->set_identity(rank_, size(), job_->job_id);
+    timeline->claim(comm_id_);
+  }
+}
 
 CommImpl::~CommImpl() {
   {
@@ -86,6 +101,10 @@ CommImpl::~CommImpl() {
   }
   cv_.notify_all();
   if (worker_.joinable()) worker_.join();
+  // The first communicator of the process writes the trace when it goes away.
+  if (auto* timeline = engine::Timeline::global(); timeline && timeline->owns_identity(comm_id_)) {
+    timeline->flush();
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -94,6 +113,7 @@ CommImpl::~CommImpl() {
 Work CommImpl::submit(OpTask t, bool blocking) {
   std::unique_lock lk(mu_);
   validate(t);  // refused calls consume no sequence number: peers never see them
+  t.desc.topology = &topology_;
   // Collectives are numbered on the communicator; point-to-point calls per peer and direction,
   // so the k-th send to a peer matches the peer's k-th receive from us.
   if (t.desc.op == OpType::send) {
@@ -216,11 +236,6 @@ void CommImpl::validate(const OpTask& t) const {
 // ---------------------------------------------------------------------------------------------
 // Execution
 
-std::string CommImpl::choose_algorithm(const OpTask& t) const {
-  if (!t.opts.algo.empty()) return t.opts.algo;
-  return algorithm_from_env(t.desc.op);
-}
-
 void CommImpl::execute(const OpTask& t) {
   const ErrorContext ctx{rank_, std::string(to_string(t.desc.op)), t.seq, -1};
   if (failure_) {
@@ -248,15 +263,21 @@ void CommImpl::execute(const OpTask& t) {
       check.phase = kSignaturePhase;
       run_schedule(schedule::signature_ring(size(), rank_), t.dtype, engine::Buffers{}, check, timeout);
     }
-    std::string algo = choose_algorithm(t);
-    if (use_direct(t, algo)) {
+    const AlgoChoice choice = choose_algorithm(t);
+    std::string algo = choice.name;
+    if (algo == direct::kAlgorithmName && direct_applicable(t)) {
       run_direct(t, timeout);
-    } else if (is_half(t.dtype) && is_reducing(t.desc.op)) {
-      if (algo == direct::kAlgorithmName) algo.clear();  // forced, but not applicable here
-      run_half_precision(t, algo, id, timeout);
+      ++ops_done_;
+      return;
+    }
+    if (algo == direct::kAlgorithmName) algo.clear();  // forced, not applicable here: the default
+    OpTask task = t;
+    task.desc.topology = &topology_;
+    task.desc.nchannels = choice.nchannels;
+    if (is_half(t.dtype) && is_reducing(t.desc.op)) {
+      run_half_precision(task, algo, id, timeout);
     } else {
-      if (algo == direct::kAlgorithmName) algo.clear();
-      const auto s = schedule::build(algo, t.desc, rank_);
+      const auto s = schedule::build(algo, task.desc, rank_);
       run_schedule(s, t.dtype, engine::Buffers{t.send, t.recv, nullptr}, id, timeout);
     }
     ++ops_done_;
@@ -268,15 +289,6 @@ void CommImpl::execute(const OpTask& t) {
 
 bool CommImpl::direct_applicable(const OpTask& t) const {
   return direct::supports(t.desc.op) && transport_mode_ != "tcp" && local_size_ == size();
-}
-
-bool CommImpl::use_direct(const OpTask& t, const std::string& algo) const {
-  if (!direct_applicable(t)) return false;
-  if (algo == direct::kAlgorithmName) return true;
-  if (!algo.empty()) return false;
-  const auto& d = t.desc;
-  const size_t mult = (d.op == OpType::reducescatter || d.op == OpType::allgather) ? static_cast<size_t>(size()) : 1;
-  return direct::preferred(d.op, d.count * dtype_size(t.dtype) * mult, size());
 }
 
 void CommImpl::run_direct(const OpTask& t, std::chrono::milliseconds timeout) {
@@ -368,8 +380,10 @@ void CommImpl::run_half_precision(const OpTask& t, const std::string& algo, engi
   }
 }
 
-transport::Link& CommImpl::link(int peer, TimePoint deadline) {
-  auto& slot = links_.at(static_cast<size_t>(peer));
+transport::Link& CommImpl::link(int peer, int channel, TimePoint deadline) {
+  auto& per_channel = links_.at(static_cast<size_t>(peer));
+  if (per_channel.size() <= static_cast<size_t>(channel)) per_channel.resize(static_cast<size_t>(channel) + 1);
+  auto& slot = per_channel[static_cast<size_t>(channel)];
   if (slot) return *slot;
   const PeerInfo& p = peers_[static_cast<size_t>(peer)];
   const bool same_host = p.host_id == peers_[static_cast<size_t>(rank_)].host_id;
@@ -385,6 +399,7 @@ transport::Link& CommImpl::link(int peer, TimePoint deadline) {
     params.comm_id = comm_id_;
     params.my_rank = rank_;
     params.peer_rank = peer;
+    params.channel = channel;
     params.peer_pid = p.pid;
     slot = transport::shm_connect(params, deadline);
   } else {
@@ -392,11 +407,13 @@ transport::Link& CommImpl::link(int peer, TimePoint deadline) {
     params.comm_id = comm_id_;
     params.my_rank = rank_;
     params.peer_rank = peer;
+    params.channel = channel;
     params.peer_addresses = p.tcp;
     params.same_host = same_host;
     slot = transport::tcp_connect(*job_->listener, params, deadline);
   }
-  HOOP_INFO("communicator {:#x}: rank {} connected to rank {} over {}", comm_id_, rank_, peer, slot->kind());
+  HOOP_INFO("communicator {:#x}: rank {} connected to rank {} (channel {}) over {}", comm_id_, rank_, peer,
+            channel, slot->kind());
   return *slot;
 }
 
@@ -427,8 +444,10 @@ void CommImpl::fail(const Error& e) {
 
 void CommImpl::poison_links(const std::string& reason) noexcept {
   if (direct_) direct_->poison(reason);
-  for (auto& l : links_) {
-    if (l) l->poison(reason);
+  for (auto& per_channel : links_) {
+    for (auto& l : per_channel) {
+      if (l) l->poison(reason);
+    }
   }
 }
 
@@ -485,10 +504,10 @@ CommStats CommImpl::stats() {
   CommStats s;
   s.ops = ops_done_;
   for (size_t p = 0; p < links_.size(); ++p) {
-    if (!links_[p]) continue;
+    if (links_[p].empty() || !links_[p][0]) continue;
     LinkStats l;
     l.peer = static_cast<int>(p);
-    l.transport = std::string(links_[p]->kind());
+    l.transport = std::string(links_[p][0]->kind());
     l.bytes_sent = counters_[p].sent;
     l.bytes_received = counters_[p].received;
     s.bytes_sent += l.bytes_sent;

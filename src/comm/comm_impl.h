@@ -19,6 +19,7 @@
 #include "transport/link.h"
 #include "transport/tcp/tcp_transport.h"
 #include "transport/waiter.h"
+#include "tuner/tuner.h"
 
 namespace hoop::direct {
 class DirectComm;
@@ -41,6 +42,8 @@ struct JobContext {
   std::string job_id;
   std::shared_ptr<Store> store;
   std::shared_ptr<transport::TcpListener> listener;
+  // The cost model every rank agreed on at the world communicator's creation (null: defaults).
+  std::shared_ptr<const tuner::CostModel> cost_model;
 };
 
 // One call, as queued.
@@ -84,6 +87,17 @@ class CommImpl {
   void reset_stats();
   std::string last_algorithm();
 
+  // Algorithm selection (comm_tuning.cc). calibrate: collective, once at the world
+  // communicator's creation; tuner: the communicator's tuner (created on first use).
+  void calibrate(Communicator& self);
+  tuner::Tuner& tuner();
+  const std::vector<PeerInfo>& peers() const { return peers_; }  // for tools
+  struct AlgoChoice {
+    std::string name;  // "" only when nothing is registered (the registry's default then)
+    int nchannels = 1;
+  };
+  AlgoChoice choose_algorithm(const OpTask& t);
+
  private:
   void validate(const OpTask& t) const;
   void execute(const OpTask& t);
@@ -91,10 +105,8 @@ class CommImpl {
                     const engine::OpIdentity& id, std::chrono::milliseconds timeout);
   void run_half_precision(const OpTask& t, const std::string& algo, engine::OpIdentity id,
                           std::chrono::milliseconds timeout);
-  std::string choose_algorithm(const OpTask& t) const;
-  bool use_direct(const OpTask& t, const std::string& algo) const;
   void run_direct(const OpTask& t, std::chrono::milliseconds timeout);
-  transport::Link& link(int peer, TimePoint deadline);
+  transport::Link& link(int peer, int channel, TimePoint deadline);
   void fail(const Error& e);
   void poison_links(const std::string& reason) noexcept;
   void worker_loop();
@@ -108,10 +120,11 @@ class CommImpl {
   int local_size_ = 1;
   std::string transport_mode_;  // auto, shm, tcp
   std::atomic<int64_t> timeout_ms_;
+  schedule::Topology topology_;  // host of each rank, for hierarchical schedules and the tuner
   uint64_t split_count_ = 0;
 
   // Engine state: touched only by the thread running an operation (busy_ guards it).
-  std::vector<std::unique_ptr<transport::Link>> links_;
+  std::vector<std::vector<std::unique_ptr<transport::Link>>> links_;  // [peer][channel]
   transport::Waiter waiter_;
   std::atomic<bool> abort_flag_{false};
   engine::Engine engine_;
@@ -122,6 +135,8 @@ class CommImpl {
   const bool signature_check_;  // HOOP_CHECK=1: compare every collective's call across ranks first
   uint64_t ops_done_ = 0;
   std::string last_algorithm_;
+  std::mutex tuner_mu_;
+  std::unique_ptr<tuner::Tuner> tuner_;
   std::exception_ptr failure_;  // set once an operation failed: the communicator is unusable
 
   // Issue order.

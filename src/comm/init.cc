@@ -6,6 +6,7 @@
 
 #include "bootstrap/env_init.h"
 #include "bootstrap/host_id.h"
+#include "bootstrap/store_errors.h"
 #include "comm/comm_impl.h"
 #include "core/errors.h"
 #include "core/log.h"
@@ -33,6 +34,34 @@ std::shared_ptr<transport::TcpListener> listener_for(const std::string& job_id) 
   return l;
 }
 
+constexpr int kRendezvousAttempts = 3;
+
+// Agrees on the job id, publishes this rank's record and reads everyone's.
+void rendezvous(const InitParams& params, detail::JobContext& job, detail::PeerInfo& me,
+                std::vector<detail::PeerInfo>& peers) {
+  if (job.job_id.empty()) {
+    // Rank 0 proposes; whatever the store holds first wins.
+    const std::string proposal = params.rank == 0 ? random_job_id() : std::string();
+    if (params.rank == 0) {
+      const Bytes v = job.store->compare_set("hoop/job_id", Bytes{}, Bytes(proposal.begin(), proposal.end()));
+      job.job_id.assign(v.begin(), v.end());
+    } else {
+      job.job_id = job.store->get_string("hoop/job_id");
+    }
+  }
+  job.listener = listener_for(job.job_id);
+
+  me.host_id = bootstrap::host_id();
+  me.pid = static_cast<int>(::getpid());
+  me.tcp = job.listener->addresses();
+  job.store->set_string(fmt::format("hoop/c0/peer/{}", params.rank), detail::encode_peer_info(me));
+  peers.reserve(static_cast<size_t>(params.size));
+  for (int r = 0; r < params.size; ++r) {
+    peers.push_back(r == params.rank ? me
+                                     : detail::decode_peer_info(job.store->get_string(fmt::format("hoop/c0/peer/{}", r))));
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<Communicator> Communicator::create(const InitParams& params, CommOptions opts) {
@@ -46,33 +75,35 @@ std::shared_ptr<Communicator> Communicator::create(const InitParams& params, Com
   auto job = std::make_shared<detail::JobContext>();
   job->store = params.store;
   job->job_id = params.job_id;
-  if (job->job_id.empty()) {
-    // Rank 0 proposes; whatever the store holds first wins.
-    const std::string proposal = params.rank == 0 ? random_job_id() : std::string();
-    if (params.rank == 0) {
-      const Bytes v = job->store->compare_set("hoop/job_id", Bytes{}, Bytes(proposal.begin(), proposal.end()));
-      job->job_id.assign(v.begin(), v.end());
-    } else {
-      job->job_id = job->store->get_string("hoop/job_id");
-    }
-  }
-  job->listener = listener_for(job->job_id);
-
-  detail::PeerInfo me;
-  me.host_id = bootstrap::host_id();
-  me.pid = static_cast<int>(::getpid());
-  me.tcp = job->listener->addresses();
-  job->store->set_string(fmt::format("hoop/c0/peer/{}", params.rank), detail::encode_peer_info(me));
   std::vector<detail::PeerInfo> peers;
-  peers.reserve(static_cast<size_t>(params.size));
-  for (int r = 0; r < params.size; ++r) {
-    peers.push_back(r == params.rank ? me
-                                     : detail::decode_peer_info(job->store->get_string(fmt::format("hoop/c0/peer/{}", r))));
+  detail::PeerInfo me;
+  try {
+    // Every step of the rendezvous may be repeated: when the store's connection breaks (its
+    // host died or it restarted), try again on a new connection; the client makes it within
+    // its connection retry budget, whose error ends the attempts.
+    for (int attempt = 1;; ++attempt) {
+      try {
+        peers.clear();
+        rendezvous(params, *job, me, peers);
+        break;
+      } catch (const bootstrap::StoreConnectionBroken& e) {
+        if (attempt >= kRendezvousAttempts) throw;
+        HOOP_WARN("init: {}; trying again ({} of {})", e.what(), attempt + 1, kRendezvousAttempts);
+      }
+    }
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::invalid_argument) throw;
+    // A store that dies or stops answering during init: one init error that says so.
+    throw_error(ErrorCode::init,
+                fmt::format("rendezvous through the store failed ({}): {}", to_string(e.code()), e.what()),
+                ctx);
   }
   HOOP_INFO("rank {} of {} up (job {}, host {}, tcp {})", params.rank, params.size, job->job_id,
             me.host_id, fmt::join(me.tcp, " "));
-  return std::make_shared<Communicator>(
+  auto comm = std::make_shared<Communicator>(
       std::make_unique<detail::CommImpl>(std::move(job), 0, params.rank, std::move(peers), opts));
+  comm->impl().calibrate(*comm);
+  return comm;
 }
 
 std::shared_ptr<Communicator> Communicator::from_env(CommOptions opts) {

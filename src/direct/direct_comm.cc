@@ -75,6 +75,9 @@ void DirectComm::run(const Call& c, std::chrono::milliseconds timeout) {
   ensure_region(ctx, timeout);
   sync_->begin_op(ctx, timeout);
   if (region_->poisoned()) region_->raise_poisoned(ctx);
+  // The caller's call, also when f16/bf16 run as f32: ranks naming f16 and bf16 must differ.
+  current_sig_ = signature(c);
+  sync_->announce(++ops_, current_sig_);
   if (is_half(c.dtype) && is_reducing(c.op)) {
     run_half(c);
   } else {

@@ -93,6 +93,8 @@ class DirectComm {
   std::unique_ptr<Region> region_;
   std::unique_ptr<Sync> sync_;
   size_t small_limit_ = 0;
+  OpSignature current_sig_;
+  uint64_t ops_ = 0;        // ops run on the region (identical on every rank)
   uint64_t small_ops_ = 0;  // small ops run on the region (identical on every rank)
   uint64_t chunks_ = 0;     // chunks run on the region (identical on every rank)
   engine::ScratchPool staging_;

@@ -94,7 +94,7 @@ void DirectComm::large_allreduce(const Call& c, bool only_root_gets_result) {
   const size_t nchunks = (c.count + chunk - 1) / chunk;
   const uint64_t g0 = chunks_;
   chunks_ += nchunks;
-  const OpSignature sig = signature(c);
+  const OpSignature sig = current_sig_;
   const bool gets_result = !only_root_gets_result || me == c.root;
   const auto* send = static_cast<const std::byte*>(c.send);
   auto* recv = static_cast<std::byte*>(c.recv);
@@ -169,7 +169,7 @@ void DirectComm::large_reducescatter(const Call& c) {
   const size_t nchunks = (c.count + per_block - 1) / per_block;
   const uint64_t g0 = chunks_;
   chunks_ += nchunks;
-  const OpSignature sig = signature(c);
+  const OpSignature sig = current_sig_;
   const auto* send = static_cast<const std::byte*>(c.send);
   auto* recv = static_cast<std::byte*>(c.recv);
   const size_t block_bytes = c.count * es;
@@ -224,7 +224,7 @@ void DirectComm::large_allgather(const Call& c) {
   const size_t nchunks = (c.count + chunk - 1) / chunk;
   const uint64_t g0 = chunks_;
   chunks_ += nchunks;
-  const OpSignature sig = signature(c);
+  const OpSignature sig = current_sig_;
   const auto* send = static_cast<const std::byte*>(c.send);
   auto* recv = static_cast<std::byte*>(c.recv);
   const auto len_of = [&](size_t k) { return std::min(chunk, c.count - k * chunk); };
@@ -266,7 +266,7 @@ void DirectComm::large_broadcast(const Call& c) {
   const size_t nchunks = (c.count + chunk - 1) / chunk;
   const uint64_t g0 = chunks_;
   chunks_ += nchunks;
-  const OpSignature sig = signature(c);
+  const OpSignature sig = current_sig_;
   const auto* send = static_cast<const std::byte*>(c.send);
   auto* recv = static_cast<std::byte*>(c.recv);
   for (size_t k = 0; k < nchunks; ++k) {

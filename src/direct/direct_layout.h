@@ -63,6 +63,11 @@ struct RankControl {
   std::atomic<uint64_t> chunk_in;                      // chunks copied into its slot
   std::atomic<uint64_t> chunk_reduced;                 // chunks whose own part it reduced
   std::atomic<uint64_t> chunk_done;                    // chunks it no longer reads
+  // The op it runs (counted over every op on the region) and its call, stored (release) at the
+  // start of each op: a peer stuck waiting compares it with its own, so ranks whose calls
+  // differ enough to take different paths still fail as a mismatch, not a timeout.
+  std::atomic<uint64_t> op_number;
+  OpSignature op_sig;
   alignas(kLine) std::atomic<uint32_t> sleeping;       // owner: about to sleep on `wake`
   std::atomic<int32_t> cpu;                            // owner: the CPU it last waited on
   int32_t pid;
@@ -83,6 +88,7 @@ struct alignas(kLine) SlotHeader {
 };
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(sizeof(OpSignature) == 24);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 
 inline constexpr size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }

@@ -23,11 +23,6 @@ bool supports(OpType op) {
   }
 }
 
-bool preferred(OpType op, size_t bytes, int nranks) {
-  (void)bytes;
-  return supports(op) && nranks >= 2;
-}
-
 namespace {
 
 Tunables from_env(int nranks) {

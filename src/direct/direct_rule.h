@@ -1,5 +1,6 @@
-// When shm-direct runs, and its tunables. Until the tuner exists, preferred() is the whole
-// size rule that picks shm-direct over the schedule-based algorithms for ranks of one host.
+// Which collectives shm-direct runs, and its tunables. Whether it runs when nothing is forced
+// is the tuner's choice: it prices shm-direct (tuner/fast_paths.cc) against the schedules
+// wherever every rank of the communicator shares one host.
 #pragma once
 
 #include <cstddef>
@@ -13,10 +14,6 @@ inline constexpr std::string_view kAlgorithmName = "shm-direct";
 
 // The collectives shm-direct implements.
 bool supports(OpType op);
-
-// The fixed rule: should a call of `bytes` (the larger of the rank's input and output, in the
-// caller's dtype) on `nranks` ranks of one host use shm-direct when nothing is forced?
-bool preferred(OpType op, size_t bytes, int nranks);
 
 // Region geometry and path choice, from HOOP_DIRECT_* or the defaults. Every rank of a job must
 // see the same values (like HOOP_SLICE_BYTES).

@@ -30,7 +30,7 @@ void DirectComm::small(const Call& c) {
   const int buffer = static_cast<int>(op & 1);
   const size_t es = dtype_size(c.dtype);
   const size_t bytes = c.count * es;
-  const OpSignature sig = signature(c);
+  const OpSignature sig = current_sig_;
   // A broadcast's non-roots publish their signature without data, so that a rank that names
   // another root finds out instead of waiting for a cell nobody fills.
   const bool writes = c.op != OpType::broadcast || me == c.root;

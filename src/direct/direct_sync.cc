@@ -30,6 +30,16 @@ void Sync::check_health() {
   if (region_.poisoned()) region_.raise_poisoned(ctx_);
 }
 
+void Sync::check_same_call(int peer) const {
+  if (peer < 0 || peer == rank_) return;
+  const RankControl& pc = region_.control(peer);
+  if (pc.op_number.load(std::memory_order_acquire) != op_number_) return;
+  const OpSignature theirs = pc.op_sig;
+  // Still the same op after the copy: the signature was not being rewritten for the next one.
+  if (pc.op_number.load(std::memory_order_acquire) != op_number_) return;
+  if (!(theirs == op_sig_)) raise_mismatch(peer, op_sig_, theirs);
+}
+
 void Sync::check_alive(int peer) {
   if (peer < 0 || static_cast<size_t>(peer) >= pids_.size()) return;
   const pid_t pid = pids_[static_cast<size_t>(peer)];

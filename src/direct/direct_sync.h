@@ -45,6 +45,15 @@ class Sync {
   }
   const ErrorContext& context() const { return ctx_; }
 
+  // Announces the op this rank starts (see RankControl::op_number).
+  void announce(uint64_t op_number, const OpSignature& sig) {
+    op_number_ = op_number;
+    op_sig_ = sig;
+    RankControl& me = region_.control(rank_);
+    me.op_sig = sig;
+    me.op_number.store(op_number, std::memory_order_release);
+  }
+
   // Returns once ready() holds; `peer` and `what` ("publish its data") name what it waits for.
   template <class Ready>
   void wait(int peer, std::string_view what, Ready&& ready) {
@@ -81,6 +90,7 @@ class Sync {
       if (ready()) return;
       if ((i & 63) == 0) {
         check_health();
+        check_same_call(peer);
         if (Clock::now() - start >= spin_.spin) break;
         yield = spin_.yield || peer_shares_cpu(peer, cpu);
       }
@@ -101,6 +111,7 @@ class Sync {
       me.sleeping.store(0, std::memory_order_relaxed);
       if (ready()) return;
       check_health();
+      check_same_call(peer);
       if (Clock::now() - last_liveness >= kLivenessPeriod) {
         last_liveness = Clock::now();
         check_alive(peer);
@@ -117,6 +128,7 @@ class Sync {
 
   void sleep(uint32_t seen, TimePoint start);
   void check_health();  // abort, poison
+  void check_same_call(int peer) const;
   void check_alive(int peer);
   [[noreturn]] void raise_timeout(int peer, std::string_view what, nanoseconds waited) const;
 
@@ -128,6 +140,8 @@ class Sync {
   const std::atomic<bool>& abort_;
   SpinPolicy spin_;
   ErrorContext ctx_;
+  uint64_t op_number_ = 0;
+  OpSignature op_sig_;
   std::chrono::milliseconds timeout_{300000};
 };
 

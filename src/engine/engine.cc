@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "core/env.h"
 #include "core/errors.h"
 #include "core/log.h"
 #include "engine/frame_check.h"
+#include "engine/timeline.h"
 #include "kernels/reduce.h"
 #include "transport/frame.h"
 
@@ -69,8 +71,12 @@ class Run {
       std::vector<PeerCounters>& counters)
       : get_link_(get_link), waiter_(waiter), abort_(abort), cfg_(cfg), sched_(sched), elem_(elem),
         esize_(dtype_size(elem)), nranks_(nranks), bufs_(bufs), id_(id),
-        stall_timeout_(stall_timeout), counters_(counters), peers_(static_cast<size_t>(nranks)) {
+        stall_timeout_(stall_timeout), counters_(counters) {
     if (counters_.size() < static_cast<size_t>(nranks)) counters_.resize(static_cast<size_t>(nranks));
+    for (const auto& step : sched_.steps) {
+      for (const Action& a : step.actions) nchannels_ = std::max(nchannels_, a.channel + 1);
+    }
+    peers_.resize(static_cast<size_t>(nranks) * static_cast<size_t>(nchannels_));
   }
 
   void execute() {
@@ -91,27 +97,33 @@ class Run {
     return base + r.offset * esize_;
   }
 
+  // The state of the link an action uses: one per (peer, channel).
+  size_t slot(const Action& a) const {
+    return static_cast<size_t>(a.peer) * static_cast<size_t>(nchannels_) + static_cast<size_t>(a.channel);
+  }
+
   // Totals per link for the headers, then connect every link the schedule uses.
   void plan_links() {
     const TimePoint deadline = Clock::now() + stall_timeout_;
     for (const auto& step : sched_.steps) {
       for (const Action& a : step.actions) {
         if (a.kind == ActionKind::send) {
-          auto& p = peers_.at(static_cast<size_t>(a.peer));
+          auto& p = peers_.at(slot(a));
           p.sends = true;
           p.tx_total += padded_size(a.src.count * esize_);
         } else if (a.kind == ActionKind::recv_copy || a.kind == ActionKind::recv_reduce) {
-          auto& p = peers_.at(static_cast<size_t>(a.peer));
+          auto& p = peers_.at(slot(a));
           p.receives = true;
           p.rx_total += padded_size(a.dst.count * esize_);
         }
       }
     }
-    for (int peer = 0; peer < nranks_; ++peer) {
-      PeerState& p = peers_[static_cast<size_t>(peer)];
+    for (size_t i = 0; i < peers_.size(); ++i) {
+      PeerState& p = peers_[i];
       if (!p.sends && !p.receives) continue;
+      const int peer = static_cast<int>(i / static_cast<size_t>(nchannels_));
       waiting_peer_ = peer;
-      p.link = &get_link_(peer, deadline);
+      p.link = &get_link_(peer, static_cast<int>(i % static_cast<size_t>(nchannels_)), deadline);
       p.tx_header = make_header(id_, p.tx_total);
     }
     waiting_peer_ = -1;
@@ -131,11 +143,15 @@ class Run {
     const size_t n = step.actions.size();
     progress_.assign(n, Progress{});
     size_t pending = 0;
+    step_start_ns_ = timeline_ ? Timeline::now_ns() : 0;
     for (size_t i = 0; i < n; ++i) {
       const Action& a = step.actions[i];
       if (a.kind == ActionKind::copy || a.kind == ActionKind::finish_avg) {
         run_local(a);
         progress_[i].complete = true;
+        if (timeline_) {
+          timeline_->record_action(id_, step_, a, a.dst.count * esize_, step_start_ns_, Timeline::now_ns());
+        }
       } else {
         progress_[i].data_bytes = (a.kind == ActionKind::send ? a.src.count : a.dst.count) * esize_;
         ++pending;
@@ -174,13 +190,13 @@ class Run {
   bool pass(const schedule::Step& step, size_t* finished) {
     bool moved = false;
     // Actions on one peer and direction run in order: remember which peers are taken.
-    tx_busy_.assign(static_cast<size_t>(nranks_), false);
-    rx_busy_.assign(static_cast<size_t>(nranks_), false);
+    tx_busy_.assign(peers_.size(), false);
+    rx_busy_.assign(peers_.size(), false);
     for (size_t i = 0; i < step.actions.size(); ++i) {
       const Action& a = step.actions[i];
       Progress& pr = progress_[i];
       if (pr.complete) continue;
-      const auto peer = static_cast<size_t>(a.peer);
+      const size_t peer = slot(a);
       if (a.kind == ActionKind::send) {
         if (tx_busy_[peer]) continue;
         tx_busy_[peer] = true;
@@ -190,13 +206,16 @@ class Run {
         rx_busy_[peer] = true;
         moved |= advance_recv(a, pr);
       }
-      if (pr.complete) ++*finished;
+      if (pr.complete) {
+        ++*finished;
+        if (timeline_) timeline_->record_action(id_, step_, a, pr.data_bytes, step_start_ns_, Timeline::now_ns());
+      }
     }
     return moved;
   }
 
   bool advance_send(const Action& a, Progress& pr) {
-    PeerState& p = peers_[static_cast<size_t>(a.peer)];
+    PeerState& p = peers_[slot(a)];
     waiting_peer_ = a.peer;
     bool moved = false;
     if (p.tx_header_done < sizeof(FrameHeader)) {
@@ -227,7 +246,7 @@ class Run {
   }
 
   bool advance_recv(const Action& a, Progress& pr) {
-    PeerState& p = peers_[static_cast<size_t>(a.peer)];
+    PeerState& p = peers_[slot(a)];
     waiting_peer_ = a.peer;
     bool moved = false;
     if (!p.rx_header_checked) {
@@ -251,8 +270,10 @@ class Run {
       if (reduce) take -= take % esize_;
       if (take == 0) break;
       if (reduce) {
-        kernels::reduce(dst + pr.data_done, local + pr.data_done, span.data(), take / esize_, elem_,
-                        id_.redop);
+        const std::byte* mine = local + pr.data_done;
+        const std::byte* theirs = span.data();
+        if (a.received_first) std::swap(mine, theirs);  // dst = op(received, local)
+        kernels::reduce(dst + pr.data_done, mine, theirs, take / esize_, elem_, id_.redop);
       } else {
         std::memcpy(dst + pr.data_done, span.data(), take);
       }
@@ -275,13 +296,13 @@ class Run {
 
   // Registers what the pending transfers wait for and sleeps until a peer wakes us.
   void sleep_until_progress(const schedule::Step& step, TimePoint last_progress) {
-    want_read_.assign(static_cast<size_t>(nranks_), false);
-    want_write_.assign(static_cast<size_t>(nranks_), false);
+    want_read_.assign(peers_.size(), false);
+    want_write_.assign(peers_.size(), false);
     for (size_t i = 0; i < step.actions.size(); ++i) {
       const Action& a = step.actions[i];
       const Progress& pr = progress_[i];
       if (pr.complete || a.peer < 0) continue;
-      const auto peer = static_cast<size_t>(a.peer);
+      const size_t peer = slot(a);
       if (a.kind == ActionKind::send) {
         // A forwarding send waiting for its data waits on the receive, not on the link.
         const bool data_ready = a.after < 0 || progress_[static_cast<size_t>(a.after)].data_done > pr.data_done ||
@@ -294,8 +315,7 @@ class Run {
     waiter_.reset();
     bool sleep = true;
     std::vector<transport::Link*> armed;
-    for (int peer = 0; peer < nranks_; ++peer) {
-      const auto idx = static_cast<size_t>(peer);
+    for (size_t idx = 0; idx < peers_.size(); ++idx) {
       if (!want_read_[idx] && !want_write_[idx]) continue;
       transport::Link* link = peers_[idx].link;
       armed.push_back(link);
@@ -317,7 +337,7 @@ class Run {
       const Action& a = step.actions[i];
       if (progress_[i].complete || a.peer < 0) continue;
       waiting_peer_ = a.peer;
-      peers_[static_cast<size_t>(a.peer)].link->check_peer_alive();
+      peers_[slot(a)].link->check_peer_alive();
     }
   }
 
@@ -338,7 +358,7 @@ class Run {
     const double secs = std::chrono::duration<double>(stalled).count();
     if (!blame) throw_error(ErrorCode::timeout, fmt::format("no progress for {:.1f} s", secs), ctx(-1));
     const bool is_recv = blame->kind != ActionKind::send;
-    const PeerState& p = peers_[static_cast<size_t>(blame->peer)];
+    const PeerState& p = peers_[slot(*blame)];
     std::string what;
     if (is_recv && !p.rx_header_checked) {
       what = fmt::format("waiting for rank {} to join the operation (no message from it)", blame->peer);
@@ -367,7 +387,10 @@ class Run {
   OpIdentity id_;
   std::chrono::milliseconds stall_timeout_;
   std::vector<PeerCounters>& counters_;
-  std::vector<PeerState> peers_;
+  Timeline* timeline_ = Timeline::global();
+  int64_t step_start_ns_ = 0;
+  int nchannels_ = 1;
+  std::vector<PeerState> peers_;  // per (peer, channel): see slot()
   std::vector<Progress> progress_;
   std::vector<bool> tx_busy_, rx_busy_, want_read_, want_write_;
   size_t step_ = 0;
@@ -380,8 +403,11 @@ void Engine::run(const schedule::RankSchedule& sched, DataType elem, int nranks,
                  const OpIdentity& id, std::chrono::milliseconds stall_timeout,
                  std::vector<PeerCounters>& counters) {
   Run r(get_link_, waiter_, abort_, cfg_, sched, elem, nranks, bufs, id, stall_timeout, counters);
+  Timeline* timeline = Timeline::global();
+  const int64_t start = timeline ? Timeline::now_ns() : 0;
   try {
     r.execute();
+    if (timeline) timeline->record_op(id, sched.algorithm, start, Timeline::now_ns());
   } catch (const Error& e) {
     if (e.seq() == id.seq && e.op() == to_string(id.op)) throw;
     // Errors raised by links lack the operation: add it.

@@ -57,8 +57,9 @@ EngineConfig config_from_env(int local_ranks);
 
 class Engine {
  public:
-  // get_link(peer, deadline) returns the (possibly newly connected) link to a peer.
-  using LinkGetter = std::function<transport::Link&(int peer, TimePoint deadline)>;
+  // get_link(peer, channel, deadline) returns the (possibly newly connected) link to a peer on
+  // one of its channels (parallel links of a multi-ring).
+  using LinkGetter = std::function<transport::Link&(int peer, int channel, TimePoint deadline)>;
 
   Engine(LinkGetter get_link, transport::Waiter& waiter, const std::atomic<bool>& abort_flag,
          EngineConfig cfg);

@@ -12,6 +12,8 @@ namespace {
 
 using Builder = std::function<RankSchedule(const CollectiveDesc&, int)>;
 
+RankSchedule ring_allreduce_all(const CollectiveDesc& d, int r) { return ring_allreduce(d, r); }
+
 struct Entry {
   OpType op;
   const char* name;
@@ -20,17 +22,39 @@ struct Entry {
 
 const std::vector<Entry>& registry() {
   static const std::vector<Entry> entries = {
-      {OpType::allreduce, "ring", [](const CollectiveDesc& d, int r) { return ring_allreduce(d, r); }},
-      {OpType::reducescatter, "ring", ring_reducescatter},
-      {OpType::allgather, "ring", ring_allgather},
+      // Ring-based algorithms spread over desc.nchannels channels (with_channels; one part
+      // when nchannels is 1 or the count is small).
+      {OpType::allreduce, "ring", [](const CollectiveDesc& d, int r) { return with_channels(ring_allreduce_all, d, r, d.nchannels); }},
+      {OpType::reducescatter, "ring", [](const CollectiveDesc& d, int r) { return with_channels(ring_reducescatter, d, r, d.nchannels); }},
+      {OpType::allgather, "ring", [](const CollectiveDesc& d, int r) { return with_channels(ring_allgather, d, r, d.nchannels); }},
       // Broadcast and Reduce along the ring order: a pipelined chain. "chain" is an alias.
-      {OpType::broadcast, "ring", chain_broadcast},
-      {OpType::broadcast, "chain", chain_broadcast},
-      {OpType::reduce, "ring", chain_reduce},
-      {OpType::reduce, "chain", chain_reduce},
+      {OpType::broadcast, "ring", [](const CollectiveDesc& d, int r) { return with_channels(chain_broadcast, d, r, d.nchannels); }},
+      {OpType::broadcast, "chain", [](const CollectiveDesc& d, int r) { return with_channels(chain_broadcast, d, r, d.nchannels); }},
+      {OpType::reduce, "ring", [](const CollectiveDesc& d, int r) { return with_channels(chain_reduce, d, r, d.nchannels); }},
+      {OpType::reduce, "chain", [](const CollectiveDesc& d, int r) { return with_channels(chain_reduce, d, r, d.nchannels); }},
+      // ---- halving-doubling, recursive-doubling, hierarchical (begin) ----
+      {OpType::allreduce, "halving-doubling", halving_doubling_allreduce},
+      {OpType::reducescatter, "halving-doubling", halving_doubling_reducescatter},
+      {OpType::allgather, "halving-doubling", halving_doubling_allgather},
+      {OpType::allreduce, "recursive-doubling", recursive_doubling_allreduce},
+      {OpType::allgather, "recursive-doubling", [](const CollectiveDesc& d, int r) {
+         RankSchedule s = halving_doubling_allgather(d, r);
+         s.algorithm = "recursive-doubling";
+         return s;
+       }},
+      {OpType::allreduce, "hierarchical", hierarchical_allreduce},
+      // ---- halving-doubling, recursive-doubling, hierarchical (end) ----
       {OpType::barrier, "dissemination", dissemination_barrier},
       {OpType::send, "p2p", point_to_point},
       {OpType::recv, "p2p", point_to_point},
+      // ---- tree and naive (begin) ----
+      {OpType::allreduce, "tree", tree_allreduce},
+      {OpType::reduce, "tree", tree_reduce},
+      {OpType::broadcast, "tree", tree_broadcast},
+      {OpType::allreduce, "naive", naive_allreduce},
+      {OpType::reduce, "naive", naive_reduce},
+      {OpType::broadcast, "naive", naive_broadcast},
+      // ---- tree and naive (end) ----
   };
   return entries;
 }
@@ -86,13 +110,17 @@ std::string to_string(const RankSchedule& s) {
         case ActionKind::send:
           out += fmt::format("send {} -> rank {}", range_text(a.src), a.peer);
           if (a.after >= 0) out += fmt::format(" (after action {})", a.after);
+          if (a.channel != 0) out += fmt::format(" (channel {})", a.channel);
           break;
         case ActionKind::recv_copy:
           out += fmt::format("recv {} <- rank {}", range_text(a.dst), a.peer);
           break;
         case ActionKind::recv_reduce:
-          out += fmt::format("recv-reduce {} = {} op data from rank {}", range_text(a.dst),
-                             range_text(a.src), a.peer);
+          out += a.received_first
+                     ? fmt::format("recv-reduce {} = data from rank {} op {}", range_text(a.dst), a.peer,
+                                   range_text(a.src))
+                     : fmt::format("recv-reduce {} = {} op data from rank {}", range_text(a.dst),
+                                   range_text(a.src), a.peer);
           break;
         case ActionKind::copy:
           out += fmt::format("copy {} -> {}", range_text(a.src), range_text(a.dst));

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,10 @@ struct Action {
   // Which of the parallel links to `peer` carries the transfer (multi-channel schedules).
   // Both sides of a transfer name the same channel.
   int channel = 0;
+  // recv_reduce only: dst = op(received, src) instead of op(src, received). Float reductions
+  // are not bitwise commutative (NaN payloads, min/max of -0.0/+0.0 or NaN), so when both
+  // sides of an exchange reduce the same pair they must agree on which operand comes first.
+  bool received_first = false;
 };
 
 // The actions of one step run concurrently; a step starts when the previous one is complete.
@@ -115,6 +120,61 @@ RankSchedule dissemination_barrier(const CollectiveDesc& desc, int rank);
 RankSchedule signature_ring(int nranks, int rank);
 // Point-to-point: one send or receive.
 RankSchedule point_to_point(const CollectiveDesc& desc, int rank);
+
+// ---- tree and naive algorithms (begin) ----
+// The two binary trees of the "tree" algorithm over ranks: the top (the root of a Reduce or
+// Broadcast, rank 0 for AllReduce) heads both trees with one child in each; every other rank
+// has two children in at most one of the trees, so each rank forwards about as much data as
+// it receives. parent[r] is -1 for the top; children[r] lists 0, 1 or 2 ranks.
+struct BinaryTree {
+  std::vector<int> parent;
+  std::vector<std::vector<int>> children;
+};
+struct DoubleBinaryTree {
+  int top = 0;
+  BinaryTree trees[2];
+};
+DoubleBinaryTree double_binary_tree(int nranks, int top);
+// Elements per pipeline chunk of the tree's reduction (32 Ki elements: 128 KiB of f32).
+inline constexpr size_t kTreeChunkElements = 32768;
+// Double binary tree: half of the buffer reduced up (and broadcast down) each tree.
+RankSchedule tree_allreduce(const CollectiveDesc& desc, int rank);
+RankSchedule tree_reduce(const CollectiveDesc& desc, int rank);
+RankSchedule tree_broadcast(const CollectiveDesc& desc, int rank);
+// Parameter server: everyone sends its buffer to the root, which reduces in rank order (and,
+// for AllReduce, root 0 sends the result back to everyone).
+RankSchedule naive_allreduce(const CollectiveDesc& desc, int rank);
+RankSchedule naive_reduce(const CollectiveDesc& desc, int rank);
+RankSchedule naive_broadcast(const CollectiveDesc& desc, int rank);
+// ---- tree and naive algorithms (end) ----
+
+// ---- halving-doubling, recursive-doubling, hierarchical, multi-channel (begin) ------------
+
+// Rabenseifner: recursive-halving ReduceScatter then recursive-doubling AllGather; ranks
+// beyond the largest power of two fold into a partner first (see halving_doubling.cc).
+RankSchedule halving_doubling_allreduce(const CollectiveDesc& desc, int rank);
+RankSchedule halving_doubling_reducescatter(const CollectiveDesc& desc, int rank);
+RankSchedule halving_doubling_allgather(const CollectiveDesc& desc, int rank);
+// log2(N) exchanges of the whole vector with rank XOR 2^k, reduced in a canonical operand
+// order so that every rank ends with the same bits (see recursive_doubling.cc).
+RankSchedule recursive_doubling_allreduce(const CollectiveDesc& desc, int rank);
+// Reduce inside each host, AllReduce across hosts per local slice, gather inside each host;
+// uses desc.topology (see hierarchical.cc).
+RankSchedule hierarchical_allreduce(const CollectiveDesc& desc, int rank);
+
+// Cuts a collective into up to `channels` independent parts (fewer when count is small), builds
+// `base` for each part, lays the parts' ranges side by side, sets Action::channel to the part
+// and merges step k of every part into one step. `base` must be one of ring_allreduce,
+// ring_reducescatter, ring_allgather, chain_broadcast, chain_reduce (or anything whose ranges
+// follow the same buffer layouts: per-rank blocks for ReduceScatter/AllGather).
+using ScheduleBuilder = std::function<RankSchedule(const CollectiveDesc&, int)>;
+RankSchedule with_channels(ScheduleBuilder base, const CollectiveDesc& desc, int rank, int channels);
+// Parts with_channels uses for `count` elements and `channels` channels.
+int channel_parts(size_t count, int channels);
+// Below this many elements per part, splitting costs more (headers, steps) than it gains.
+inline constexpr size_t kMinElementsPerChannel = 4096;
+
+// ---- halving-doubling, recursive-doubling, hierarchical, multi-channel (end) --------------
 
 // The default algorithm for a collective (until the tuner picks among several).
 RankSchedule build_default(const CollectiveDesc& desc, int rank);

@@ -31,6 +31,7 @@ struct BenchConfig {
   std::string json_path;
   bool blocking = true;
   std::optional<double> timeout_seconds;
+  bool explain = false;  // print the tuner's predictions beside each row
 };
 
 // A command line that does not parse; `exit_code` 0 with the help text for --help.
@@ -102,6 +103,8 @@ inline BenchConfig parse_bench_args(const std::vector<std::string>& args) {
                  "1: time each blocking call; 0: issue all iterations asynchronously, then wait")
       ->capture_default_str()
       ->check(CLI::Range(0, 1));
+  app.add_flag("--explain", cfg.explain,
+               "below each row, the predicted time of every algorithm and the tuner's pick");
   app.add_option("--timeout", timeout, "seconds an operation may stall before failing")
       ->check(CLI::PositiveNumber);
 

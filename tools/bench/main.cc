@@ -15,6 +15,7 @@
 #include "bench_args.h"
 #include "bench_math.h"
 #include "direct/direct_rule.h"
+#include "explain.h"
 #include "report.h"
 #include "runner.h"
 #include "schedule/schedule.h"
@@ -72,6 +73,7 @@ int run_benchmark(Communicator& comm, const BenchConfig& cfg) {
       const RowResult row = runner.run(layout, algo);
       wrong += row.out_of_place.wrong.value_or(0) + row.in_place.wrong.value_or(0);
       if (report) report->add_row(row);
+      if (report && cfg.explain) print_explanation(comm, cfg, layout, row);
     }
     if (report) report->end_section();
   }

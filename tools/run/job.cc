@@ -64,11 +64,17 @@ class ShmCleanup {
 
 }  // namespace
 
-int run_job(const RunOptions& opts) {
-  // Before the store's thread exists, so that it inherits the blocked signals.
-  SignalChannel signals;
+namespace {
 
-  const std::string job_id = opts.job_id.empty() ? random_job_id() : opts.job_id;
+// One attempt of the job: its own store (a fresh epoch: nothing of an earlier attempt is
+// read back), its own job id, and its shared memory removed when it ends.
+struct AttemptResult {
+  int exit_code = 0;
+  bool rank_failed = false;
+};
+
+AttemptResult run_attempt(const RunOptions& opts, SignalChannel& signals, const std::string& job_id,
+                          int restart_count) {
   ShmCleanup cleanup(job_id);
 
   TcpStoreServer store("127.0.0.1", 0);
@@ -77,6 +83,7 @@ int run_job(const RunOptions& opts) {
   job_env.store_addr = fmt::format("127.0.0.1:{}", store.port());
   job_env.job_id = job_id;
   job_env.master_port = opts.master_port ? *opts.master_port : free_loopback_port();
+  job_env.restart_count = restart_count;
   job_env.extra = opts.extra_env;
 
   const std::vector<std::string> inherited = current_environment();
@@ -86,7 +93,7 @@ int run_job(const RunOptions& opts) {
   if (!program) {
     write_all(STDERR_FILENO,
               fmt::format("hoop-run: {}: program not found or not executable\n", opts.command[0]));
-    return 127;
+    return {127, false};
   }
 
   UniqueFd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
@@ -98,7 +105,8 @@ int run_job(const RunOptions& opts) {
   config.grace_seconds = opts.grace_seconds;
   config.timeout_seconds = opts.timeout_seconds;
   Supervisor supervisor(config, signals);
-  return supervisor.run([&](int rank) {
+  AttemptResult result;
+  result.exit_code = supervisor.run([&](int rank) {
     LaunchSpec spec;
     spec.program_path = *program;
     spec.argv = opts.command;
@@ -109,6 +117,34 @@ int run_job(const RunOptions& opts) {
     spec.stdin_fd = dev_null.get();
     return spec;
   });
+  result.rank_failed = supervisor.ended_by_rank_failure();
+  return result;
+}
+
+}  // namespace
+
+int run_job(const RunOptions& opts) {
+  // Before the store's thread exists, so that it inherits the blocked signals.
+  SignalChannel signals;
+
+  const std::string base_id = opts.job_id.empty() ? random_job_id() : opts.job_id;
+  for (int attempt = 0;; ++attempt) {
+    // Attempt k > 0 runs as job "<id>.r<k>": its segments and store keys never meet the
+    // earlier attempts' (the '.' keeps the shm prefixes of the ids apart).
+    const std::string job_id = attempt == 0 ? base_id : fmt::format("{}.r{}", base_id, attempt);
+    const AttemptResult r = run_attempt(opts, signals, job_id, attempt);
+    // A signal to hoop-run or its --timeout ends the job; only a failed rank is retried.
+    if (!r.rank_failed || attempt >= opts.max_restarts) {
+      if (attempt > 0) {
+        write_all(STDERR_FILENO, fmt::format("hoop-run: attempt {} of {} exited with code {}\n",
+                                             attempt + 1, opts.max_restarts + 1, r.exit_code));
+      }
+      return r.exit_code;
+    }
+    write_all(STDERR_FILENO,
+              fmt::format("hoop-run: restarting the job ({} of {} restarts; new job id {}.r{})\n",
+                          attempt + 1, opts.max_restarts, base_id, attempt + 1));
+  }
 }
 
 }  // namespace hoop::run

@@ -18,7 +18,9 @@ constexpr const char* kFooter =
     "RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR and MASTER_PORT.\n"
     "Output lines are prefixed with the rank. SIGINT, SIGTERM and SIGHUP are forwarded to the\n"
     "ranks. When a rank fails the others get SIGTERM, then SIGKILL after --grace seconds, and\n"
-    "hoop-run exits with the failed rank's code (128+signal when killed); 124 on --timeout.";
+    "hoop-run exits with the failed rank's code (128+signal when killed); 124 on --timeout.\n"
+    "With --max-restarts K a failed group is started again (at most K times) under a new job\n"
+    "id and store; the exit code is the last attempt's.";
 
 // Job ids name shared-memory segments ("hoop-<id>-..."), and the launcher removes every
 // segment whose name starts with its job's prefix. A '-' in an id would let the prefix of
@@ -73,6 +75,10 @@ ParsedCommandLine parse_run_options(int argc, char** argv) {
   app.add_option("--timeout", opts.timeout_seconds,
                  "stop the job and exit 124 after this many seconds (0: never)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-restarts", opts.max_restarts,
+                 "after a rank fails, restart the whole group up to this many times (new job "
+                 "id and store; the ranks get HOOP_RESTART_COUNT)")
+      ->check(CLI::Range(0, 1000));
   // Without "--", the first argument that is not an option of hoop-run starts the command.
   app.prefix_command();
 

@@ -18,6 +18,7 @@ struct RunOptions {
   bool prefix_output = true;
   double grace_seconds = 3.0;    // between SIGTERM and SIGKILL when stopping the ranks
   double timeout_seconds = 0.0;  // 0: no timeout
+  int max_restarts = 0;  // restarts of the whole group after a rank fails (elastic restart)
 };
 
 // What parse_run_options decided: run with `options`, or exit at once with `exit_code`

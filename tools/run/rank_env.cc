@@ -40,6 +40,7 @@ std::vector<std::string> rank_environment(const JobEnvironment& job, int rank,
       {"HOOP_LOCAL_SIZE", n},
       {"HOOP_STORE_ADDR", job.store_addr},
       {"HOOP_JOB_ID", job.job_id},
+      {"HOOP_RESTART_COUNT", std::to_string(job.restart_count)},
       // torchrun's, for torch.distributed's env:// initialisation (all ranks on this host).
       {"RANK", r},
       {"WORLD_SIZE", n},
@@ -51,6 +52,7 @@ std::vector<std::string> rank_environment(const JobEnvironment& job, int rank,
       {"ROLE_WORLD_SIZE", n},
       {"MASTER_ADDR", "127.0.0.1"},
       {"MASTER_PORT", std::to_string(job.master_port)},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(job.restart_count)},
   };
   for (const auto& [name, value] : launcher_vars) vars[name] = value;
   // Like torchrun: N ranks each running as many OpenMP threads as there are cores would

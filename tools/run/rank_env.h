@@ -16,6 +16,7 @@ struct JobEnvironment {
   std::string store_addr;  // "127.0.0.1:<port>"
   std::string job_id;
   uint16_t master_port = 0;
+  int restart_count = 0;  // attempts before this one (hoop-run --max-restarts)
   std::vector<std::pair<std::string, std::string>> extra;  // applied last: the user wins
 };
 

@@ -21,6 +21,8 @@ namespace {
 // hoop-run alive.
 constexpr milliseconds kDrainAfterLastExit{500};
 constexpr size_t kReadChunk = 64 * 1024;
+// How long after the first failed rank a rank killed from outside is still taken as the cause.
+constexpr milliseconds kCauseWindow{1000};
 
 void say(const std::string& message) { write_all(STDERR_FILENO, "hoop-run: " + message + "\n"); }
 
@@ -171,6 +173,21 @@ void Supervisor::on_rank_exit(Rank& rank) {
   if (!rank.process->failed()) return;
 
   std::string what = rank.process->describe_exit();
+  const int status = rank.process->wait_status();
+  // Killed by a signal hoop-run did not send: from outside (kill -9, a crash).
+  const bool killed_from_outside =
+      WIFSIGNALED(status) && WTERMSIG(status) != stop_signal_ && !(WTERMSIG(status) == SIGKILL && sent_sigkill_);
+  if (cause_ == Cause::rank_failed && !cause_is_signal_ && killed_from_outside && failed_at_ &&
+      Clock::now() - *failed_at_ < kCauseWindow) {
+    // A survivor notices a killed peer (its sockets close) and may exit before the kernel
+    // reports the killed rank itself: the killed rank is the cause, the other a consequence.
+    say(fmt::format("{}; the failure of {} just before was a consequence", what, cause_text_));
+    exit_code_ = rank.process->exit_code();
+    cause_text_ = what;
+    cause_is_signal_ = true;
+    consequences_reported_ = true;
+    return;
+  }
   if (cause_ != Cause::none) {
     say("consequence: " + what);
     consequences_reported_ = true;
@@ -179,6 +196,8 @@ void Supervisor::on_rank_exit(Rank& rank) {
   cause_ = Cause::rank_failed;
   exit_code_ = rank.process->exit_code();
   cause_text_ = what;
+  failed_at_ = Clock::now();
+  cause_is_signal_ = WIFSIGNALED(status);
   say(what);
   if (any_running()) {
     say(fmt::format("stopping the other ranks (SIGTERM, then SIGKILL after {})",
@@ -207,6 +226,7 @@ void Supervisor::check_deadlines() {
                       format_seconds(config_.grace_seconds), signal_name(stop_signal_),
                       running_ranks()));
       for (auto& rank : ranks_) rank.process->signal_group(SIGKILL);
+      sent_sigkill_ = true;
     }
   }
 }

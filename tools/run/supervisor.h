@@ -34,6 +34,9 @@ class Supervisor {
   // Starts rank r with launch_spec(r) for every r, supervises the job until every rank has
   // ended and its output is forwarded, and returns hoop-run's exit code.
   int run(const std::function<LaunchSpec(int rank)>& launch_spec);
+  // After run: whether the job ended because a rank failed (not a signal, timeout or launch
+  // error), the case an elastic restart retries.
+  bool ended_by_rank_failure() const { return cause_ == Cause::rank_failed; }
 
  private:
   enum class Cause { none, launch_failed, rank_failed, signal, timeout };
@@ -69,6 +72,9 @@ class Supervisor {
   std::optional<TimePoint> timeout_at_;
   std::optional<TimePoint> kill_at_;   // SIGKILL for the ranks still running
   int stop_signal_ = 0;                // what was sent when the stop began
+  bool sent_sigkill_ = false;
+  std::optional<TimePoint> failed_at_;  // when the first failed rank was reaped
+  bool cause_is_signal_ = false;        // the cause rank was killed by a signal
   std::optional<TimePoint> drain_until_;  // output of descendants that outlive their rank
 };
 

@@ -72,19 +72,29 @@ size_t ShmLink::write_some(const void* src, size_t n) {
 }
 
 std::span<const std::byte> ShmLink::readable() {
-  throw_if_poisoned(*in_);
+  // Bytes the peer wrote before it poisoned the link are still good (as bytes sent before a
+  // TCP close): a peer that finished this operation and failed in its next one must not fail
+  // ours. The poison is reported once they are read. Its flag is loaded first: seeing it
+  // makes every byte written before it visible.
+  const bool poisoned = in_->poisoned.load(std::memory_order_acquire) != 0;
   const uint64_t end = in_->write_pos.load(std::memory_order_acquire);
   if (end < read_pos_ || end - read_pos_ > capacity_) raise_corrupt("write position", end, read_pos_);
   readable_end_ = end;
-  if (end == read_pos_) return {};
+  if (end == read_pos_) {
+    if (poisoned) throw_if_poisoned(*in_);
+    return {};
+  }
   const size_t offset = read_pos_ % capacity_;
   const size_t len = std::min<size_t>(end - read_pos_, capacity_ - offset);
   return {in_data_ + offset, len};
 }
 
 void ShmLink::consume(size_t n) {
-  throw_if_poisoned(*in_);
-  if (n == 0) return;
+  // Taking bytes readable() returned is always allowed; taking none reports a poison.
+  if (n == 0) {
+    throw_if_poisoned(*in_);
+    return;
+  }
   if (n > readable_end_ - read_pos_)
     throw_error(ErrorCode::internal,
                 fmt::format("shared-memory link: consume({}) beyond the {} readable bytes", n,

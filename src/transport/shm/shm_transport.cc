@@ -77,8 +77,9 @@ size_t ring_capacity(size_t requested, const ErrorContext& ctx) {
 }
 
 std::string segment_name(const ShmLinkParams& p) {
-  return fmt::format("/{}c{:x}-{}-{}", shm_segment_prefix(p.job_id), p.comm_id,
-                     std::min(p.my_rank, p.peer_rank), std::max(p.my_rank, p.peer_rank));
+  const auto lo = std::min(p.my_rank, p.peer_rank), hi = std::max(p.my_rank, p.peer_rank);
+  if (p.channel == 0) return fmt::format("/{}c{:x}-{}-{}", shm_segment_prefix(p.job_id), p.comm_id, lo, hi);
+  return fmt::format("/{}c{:x}-{}-{}-ch{}", shm_segment_prefix(p.job_id), p.comm_id, lo, hi, p.channel);
 }
 
 void* map_segment(int fd, size_t bytes, int prot, int extra_flags) {

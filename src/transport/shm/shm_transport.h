@@ -29,6 +29,7 @@ struct ShmLinkParams {
   uint64_t comm_id = 0;
   int my_rank = -1;       // ranks within the communicator
   int peer_rank = -1;
+  int channel = 0;        // one segment per channel of a peer pair (multi-ring)
   pid_t peer_pid = 0;     // for liveness checks
   size_t capacity = 0;    // bytes per direction; 0: default (HOOP_SHM_RING_BYTES or 4 MiB)
 };

@@ -68,6 +68,12 @@ std::vector<Target> targets_for(const TcpLinkParams& p) {
     return a.address.family() == AF_INET && b.address.family() != AF_INET;
   });
   auto& chosen = p.same_host ? loopback : remote;
+  // Channel c starts with the peer's c-th interface: with one interface per rail, each channel
+  // of a multi-ring runs over its own link.
+  if (!p.same_host && chosen.size() > 1 && p.channel > 0) {
+    std::rotate(chosen.begin(), chosen.begin() + static_cast<long>(static_cast<size_t>(p.channel) % chosen.size()),
+                chosen.end());
+  }
   if (chosen.empty()) {
     throw_error(ErrorCode::transport,
                 fmt::format("rank {} published no {} address (it published: {})", p.peer_rank,

@@ -1,0 +1,166 @@
+// Data-parallel training on a communicator: DDP (ZeRO stage 0) and ZeRO stages 1, 2 and 3.
+//
+// A model registers its parameter tensors (name, element count, the layer they belong to) and
+// then, every step, asks for each layer's parameters before using them and hands over each
+// layer's gradients as backward produces them, from the last layer to the first:
+//
+//   hoop::dp::DataParallel dp(comm, config);
+//   for (each tensor) dp.register_param(name, numel, layer, initial_values);
+//   dp.finalize();                          // broadcast from rank 0, shard, allocate states
+//   each step:
+//     for l = 0..L-1:   p = dp.layer_params(l, Phase::forward);  ... dp.release_layer(l, ...)
+//     for l = L-1..0:   p = dp.layer_params(l, Phase::backward); ... dp.layer_grads(l, g);
+//                       dp.release_layer(l, Phase::backward)
+//     dp.step();                            // waits for what is still in flight, updates
+//
+// Stage 0 (DDP): every rank holds everything; gradients go into buckets in reverse
+// registration order (first bucket `first_bucket_bytes`, then `bucket_bytes`); a bucket's
+// AllReduce (average) starts as soon as its last gradient arrives, while backward goes on.
+// Stage 1: optimizer states sharded; gradients still complete on every rank, ReduceScattered
+// bucket by bucket; each rank updates its shard, then AllGather.
+// Stage 2: as 1, but a rank keeps only its gradient shard (buckets are staged and freed).
+// Stage 3: as 2, and parameters are sharded too: each layer is AllGathered before its forward
+// and again before its backward (the next layer prefetched), and released after use.
+//
+// Sharding: every tensor of n elements is padded to a multiple of N and rank r owns elements
+// [r*ceil(n/N), (r+1)*ceil(n/N)). A rank's shard is the concatenation of its slices in bucket
+// order, so the owner of an element never depends on bucket sizes or stage: stages 1, 2 and 3
+// reduce every element in the same order and give bit-identical results.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hoop/communicator.h"
+
+namespace hoop::dp {
+
+enum class Precision : uint8_t {
+  f32,   // f32 parameters, gradients and states
+  bf16,  // bf16 parameters and gradients, f32 master weights and states (mixed precision)
+};
+
+enum class OptimizerKind : uint8_t { sgd, adam, adamw };
+
+struct OptimizerConfig {
+  OptimizerKind kind = OptimizerKind::adam;
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;  // adam: added to the gradient; adamw: decoupled; sgd: L2
+  float momentum = 0.0f;      // sgd only; 0: no momentum buffer
+};
+
+struct DpConfig {
+  int stage = 0;  // 0 (DDP), 1, 2, 3
+  Precision precision = Precision::f32;
+  OptimizerConfig optimizer;
+  size_t first_bucket_bytes = size_t{1} << 20;
+  size_t bucket_bytes = size_t{25} << 20;
+  bool prefetch = true;  // stage 3: gather layer l+1 (forward) / l-1 (backward) ahead
+  OpOptions op_options;  // for every collective (e.g. algo = "ring")
+};
+
+enum class Phase : uint8_t { forward, backward };
+
+// Bytes of model states per rank, by kind. "comm" holds buckets, gathered layers and staging
+// buffers; "model_states" = params + grads + optimizer, the quantity of the ZeRO formulas.
+struct MemoryUsage {
+  uint64_t params = 0;
+  uint64_t grads = 0;
+  uint64_t optimizer = 0;  // master weights, moments, momentum
+  uint64_t comm = 0;
+  uint64_t model_states() const { return params + grads + optimizer; }
+  uint64_t total() const { return model_states() + comm; }
+};
+
+struct MemoryReport {
+  MemoryUsage current;
+  MemoryUsage peak;         // per kind, each its own maximum
+  uint64_t peak_total = 0;  // the maximum of current.total()
+};
+
+// Bytes per parameter of each model state: P (parameters), G (gradients), K (optimizer).
+struct StateBytes {
+  double params = 4, grads = 4, optimizer = 8;
+};
+StateBytes state_bytes(Precision p, const OptimizerConfig& opt);
+// The ZeRO paper's model-state bytes per rank for `psi` parameters on `ranks` ranks:
+// stage 0 (P+G+K)psi, 1 (P+G)psi + K psi/N, 2 P psi + (G+K) psi/N, 3 (P+G+K) psi/N.
+double model_state_bytes_formula(int stage, double psi, int ranks, const StateBytes& b);
+
+// One collective as seen by the step timer.
+struct CommTiming {
+  double comm_seconds = 0;     // time some collective of the step was in flight
+  double exposed_seconds = 0;  // time the caller spent waiting for collectives
+  double hidden_seconds() const {
+    return comm_seconds > exposed_seconds ? comm_seconds - exposed_seconds : 0;
+  }
+};
+
+struct BucketInfo {
+  std::vector<int> tensors;  // registration indices, in the order they were packed
+  size_t bytes = 0;          // gradient bytes (unpadded)
+};
+
+namespace detail {
+class DataParallelImpl;
+}
+
+class DataParallel {
+ public:
+  // `comm` may be null: one process, no collectives (the reference for tests).
+  DataParallel(std::shared_ptr<Communicator> comm, DpConfig config);
+  ~DataParallel();
+  DataParallel(const DataParallel&) = delete;
+  DataParallel& operator=(const DataParallel&) = delete;
+
+  // Tensors of one layer must be registered together; layers in increasing order.
+  // `initial` (numel f32 values) is read on rank 0 (broadcast to the others at finalize()).
+  int register_param(const std::string& name, size_t numel, int layer, const float* initial);
+  void finalize();
+
+  // f32 view of the layer's parameters (its tensors back to back, registration order), valid
+  // until release_layer(layer, phase). Stage 3 gathers them (and prefetches the next layer).
+  const float* layer_params(int layer, Phase phase);
+  void release_layer(int layer, Phase phase);
+  // Backward: the layer's gradients (its tensors back to back, f32). Copies them into the
+  // bucket(s) and starts the collective of every bucket that became complete.
+  void layer_grads(int layer, const float* grads);
+  // Waits for the gradient collectives still in flight, updates the shard, AllGathers it.
+  void step();
+
+  // The full f32 parameters of one tensor (collective at stage 3: every rank must call).
+  std::vector<float> gather_tensor(int tensor);
+
+  // Sharded checkpoint: every rank writes its shard to `dir`, rank 0 a manifest.json.
+  // load() reads a checkpoint written by any number of ranks at any stage.
+  void save(const std::string& dir);
+  void load(const std::string& dir);
+
+  int stage() const;
+  int rank() const;
+  int world_size() const;
+  size_t num_tensors() const;
+  size_t num_params() const;     // psi, unpadded
+  size_t shard_elements() const; // this rank's padded shard (psi/N rounded up per tensor)
+  uint64_t steps_done() const;
+  const std::vector<BucketInfo>& buckets() const;
+  // Observability: collectives issued for gradient buckets so far in this backward, and the
+  // bucket index of each in issue order (cleared by step()).
+  size_t buckets_launched() const;
+  const std::vector<int>& launch_order() const;
+  MemoryReport memory() const;
+  double model_state_formula_bytes() const;
+  // Timing of the last completed step's collectives.
+  CommTiming last_step_comm() const;
+
+ private:
+  std::unique_ptr<detail::DataParallelImpl> impl_;
+};
+
+}  // namespace hoop::dp

@@ -1,0 +1,230 @@
+// Sharded checkpoints. Every rank writes rank_<r>.bin: for each tensor in registration order,
+// for each state (the f32 parameters or master weights, then the optimizer's arrays), its
+// slice [r*ceil(n/N), min(n, (r+1)*ceil(n/N))) as little-endian f32. Rank 0 writes
+// manifest.json (rank count, step, optimizer, tensors), from which any rank count can find
+// where every element of every state lies, so a checkpoint of N ranks loads on M ranks at
+// any stage.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/errors.h"
+#include "dp/data_parallel_impl.h"
+#include "dp/optimizer.h"
+
+namespace hoop::dp::detail {
+
+namespace {
+
+constexpr int kFormatVersion = 1;
+
+std::string rank_file(const std::string& dir, int r) {
+  return dir + "/rank_" + std::to_string(r) + ".bin";
+}
+
+const char* kind_name(OptimizerKind k) {
+  switch (k) {
+    case OptimizerKind::sgd: return "sgd";
+    case OptimizerKind::adam: return "adam";
+    case OptimizerKind::adamw: return "adamw";
+  }
+  return "?";
+}
+
+size_t slice_of(size_t numel, int ranks) {
+  return (numel + static_cast<size_t>(ranks) - 1) / static_cast<size_t>(ranks);
+}
+size_t valid_of(size_t numel, size_t slice, int q) {
+  const size_t b = static_cast<size_t>(q) * slice;
+  return b >= numel ? 0 : std::min(slice, numel - b);
+}
+
+// Reads elements [lo, hi) of state k of tensor t from the files of a checkpoint of `ranks`.
+class CheckpointReader {
+ public:
+  CheckpointReader(std::string dir, int ranks, int nstates, std::vector<size_t> numels, int rank)
+      : dir_(std::move(dir)), ranks_(ranks), nstates_(nstates), numels_(std::move(numels)),
+        rank_(rank), fds_(static_cast<size_t>(ranks), -1) {}
+  ~CheckpointReader() {
+    for (int fd : fds_) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+  CheckpointReader(const CheckpointReader&) = delete;
+  CheckpointReader& operator=(const CheckpointReader&) = delete;
+
+  void read(size_t t, int k, size_t lo, size_t hi, float* dst) {
+    const size_t n = numels_[t], s = slice_of(n, ranks_);
+    for (int q = 0; q < ranks_ && lo < hi; ++q) {
+      const size_t qb = static_cast<size_t>(q) * s, qe = qb + valid_of(n, s, q);
+      const size_t a = std::max(lo, qb), e = std::min(hi, qe);
+      if (a >= e) continue;
+      const size_t off = (file_offset(q, t) + static_cast<size_t>(k) * valid_of(n, s, q) + a - qb) *
+                         sizeof(float);
+      read_exact(q, dst + (a - lo), (e - a) * sizeof(float), off);
+    }
+  }
+
+ private:
+  size_t file_offset(int q, size_t t) const {
+    size_t off = 0;
+    for (size_t i = 0; i < t; ++i) {
+      off += valid_of(numels_[i], slice_of(numels_[i], ranks_), q) * static_cast<size_t>(nstates_);
+    }
+    return off;
+  }
+  void read_exact(int q, float* dst, size_t bytes, size_t off) {
+    int& fd = fds_[static_cast<size_t>(q)];
+    const std::string path = rank_file(dir_, q);
+    ErrorContext c;
+    c.rank = rank_;
+    c.op = "dp.load";
+    if (fd < 0) {
+      fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) throw_system_error(ErrorCode::invalid_argument, "cannot open " + path, errno, c);
+    }
+    auto* p = reinterpret_cast<char*>(dst);
+    while (bytes > 0) {
+      const ssize_t got = ::pread(fd, p, bytes, static_cast<off_t>(off));
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) throw_system_error(ErrorCode::invalid_argument, "cannot read " + path, errno, c);
+      if (got == 0) {
+        throw_error(ErrorCode::invalid_argument,
+                    fmt::format("{} is shorter than its manifest says (offset {})", path, off), c);
+      }
+      p += got;
+      off += static_cast<size_t>(got);
+      bytes -= static_cast<size_t>(got);
+    }
+  }
+
+  std::string dir_;
+  int ranks_, nstates_;
+  std::vector<size_t> numels_;
+  int rank_;
+  std::vector<int> fds_;
+};
+
+}  // namespace
+
+void DataParallelImpl::save(const std::string& dir) {
+  HOOP_CHECK_ARG(finalized_, ctx("dp.save"), "call finalize() first");
+  HOOP_CHECK_ARG(launched_.empty(), ctx("dp.save"), "save() between backward and step()");
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const int nstates = optimizer_state_count(cfg_.optimizer);
+  float* states[2] = {state0_.as<float>(), state1_.as<float>()};
+  {
+    const std::string path = rank_file(dir, rank_);
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    if (!out) throw_error(ErrorCode::invalid_argument, "cannot write " + path, ctx("dp.save"));
+    for (size_t i = 0; i < layout_.tensors.size(); ++i) {
+      const int t = static_cast<int>(i);
+      const TensorSlot& s = layout_.tensors[i];
+      const size_t v = s.valid(rank_);
+      // Where this rank's slice starts in the arrays it holds (full at stage 0).
+      const size_t skip = zero() ? 0 : s.begin(rank_);
+      const size_t off = zero() ? s.shard_offset : flat(t);
+      out.write(reinterpret_cast<const char*>(master_ptr(t) + skip),
+                static_cast<std::streamsize>(v * sizeof(float)));
+      for (int k = 0; k < nstates; ++k) {
+        out.write(reinterpret_cast<const char*>(states[k] + off + skip),
+                  static_cast<std::streamsize>(v * sizeof(float)));
+      }
+    }
+    out.flush();
+    if (!out) throw_error(ErrorCode::invalid_argument, "cannot write " + path, ctx("dp.save"));
+  }
+  if (rank_ == 0) {
+    nlohmann::json m;
+    m["format"] = "hoop-dp-checkpoint";
+    m["version"] = kFormatVersion;
+    m["world_size"] = nranks_;
+    m["stage"] = cfg_.stage;
+    m["precision"] = mixed_ ? "bf16" : "f32";
+    m["step"] = steps_;
+    const OptimizerConfig& o = cfg_.optimizer;
+    m["optimizer"] = {{"kind", kind_name(o.kind)}, {"lr", o.lr},         {"beta1", o.beta1},
+                      {"beta2", o.beta2},          {"eps", o.eps},       {"weight_decay", o.weight_decay},
+                      {"momentum", o.momentum},    {"states", nstates}};
+    m["layout"] = "rank_<r>.bin: per tensor, per state (params, then optimizer states), the "
+                  "slice [r*ceil(n/N), min(n,(r+1)*ceil(n/N))) as f32";
+    nlohmann::json tensors = nlohmann::json::array();
+    for (const TensorSlot& s : layout_.tensors) {
+      tensors.push_back({{"name", s.name}, {"numel", s.numel}, {"layer", s.layer}});
+    }
+    m["tensors"] = tensors;
+    const std::string path = dir + "/manifest.json";
+    std::ofstream out(path, std::ios::trunc);
+    out << m.dump(1) << "\n";
+    if (!out) throw_error(ErrorCode::invalid_argument, "cannot write " + path, ctx("dp.save"));
+  }
+  if (comm_) comm_->barrier();  // the checkpoint is complete when save() returns anywhere
+}
+
+void DataParallelImpl::load(const std::string& dir) {
+  HOOP_CHECK_ARG(finalized_, ctx("dp.load"), "call finalize() first");
+  const std::string path = dir + "/manifest.json";
+  std::ifstream in(path);
+  if (!in) throw_error(ErrorCode::invalid_argument, "cannot open " + path, ctx("dp.load"));
+  nlohmann::json m;
+  try {
+    in >> m;
+  } catch (const std::exception& e) {
+    throw_error(ErrorCode::invalid_argument, path + ": " + e.what(), ctx("dp.load"));
+  }
+  HOOP_CHECK_ARG(m.value("format", "") == "hoop-dp-checkpoint" &&
+                     m.value("version", 0) == kFormatVersion,
+                 ctx("dp.load"), "{} is not a hoop checkpoint of version {}", path, kFormatVersion);
+  const int old_ranks = m.at("world_size").get<int>();
+  const int nstates = optimizer_state_count(cfg_.optimizer);
+  const int old_states = m.at("optimizer").at("states").get<int>();
+  HOOP_CHECK_ARG(old_states == nstates, ctx("dp.load"),
+                 "{} holds {} optimizer state array(s) ({}), this optimizer has {}", path,
+                 old_states, m.at("optimizer").at("kind").get<std::string>(), nstates);
+  const auto& tensors = m.at("tensors");
+  HOOP_CHECK_ARG(tensors.size() == layout_.tensors.size(), ctx("dp.load"),
+                 "{} has {} tensors, the model {}", path, tensors.size(), layout_.tensors.size());
+  std::vector<size_t> numels;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const TensorSlot& s = layout_.tensors[i];
+    const auto name = tensors[i].at("name").get<std::string>();
+    const auto n = tensors[i].at("numel").get<size_t>();
+    HOOP_CHECK_ARG(name == s.name && n == s.numel, ctx("dp.load"),
+                   "tensor {} is '{}' ({} elements) in {} but '{}' ({}) in the model", i, name, n,
+                   path, s.name, s.numel);
+    numels.push_back(n);
+  }
+
+  CheckpointReader reader(dir, old_ranks, 1 + nstates, numels, rank_);
+  float* states[2] = {state0_.as<float>(), state1_.as<float>()};
+  std::vector<float> full;
+  for (size_t i = 0; i < layout_.tensors.size(); ++i) {
+    const int t = static_cast<int>(i);
+    const TensorSlot& s = layout_.tensors[i];
+    const size_t b = s.begin(rank_), v = s.valid(rank_);
+    full.assign(s.numel, 0.0f);
+    // Parameters: whole tensors where a rank holds them whole, else the rank's slice.
+    if (cfg_.stage == 3) {
+      reader.read(i, 0, b, b + v, full.data() + b);
+    } else {
+      reader.read(i, 0, 0, s.numel, full.data());
+    }
+    set_params_from_full(t, full.data());
+    for (int k = 0; k < nstates; ++k) {
+      if (zero()) {
+        reader.read(i, 1 + k, b, b + v, states[k] + s.shard_offset);
+      } else {
+        reader.read(i, 1 + k, 0, s.numel, states[k] + flat(t));
+      }
+    }
+  }
+  steps_ = m.at("step").get<uint64_t>();
+  if (comm_) comm_->barrier();
+}
+
+}  // namespace hoop::dp::detail

@@ -1,0 +1,102 @@
+// The data-parallel engine behind hoop::dp::DataParallel (see include/hoop/dp.h).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dp/comm_timer.h"
+#include "dp/layout.h"
+#include "dp/memory.h"
+#include "hoop/dp.h"
+
+namespace hoop::dp::detail {
+
+class DataParallelImpl {
+ public:
+  DataParallelImpl(std::shared_ptr<Communicator> comm, DpConfig config);
+
+  int register_param(const std::string& name, size_t numel, int layer, const float* initial);
+  void finalize();
+  const float* layer_params(int layer, Phase phase);
+  void release_layer(int layer, Phase phase);
+  void layer_grads(int layer, const float* grads);
+  void step();
+  std::vector<float> gather_tensor(int tensor);
+  void save(const std::string& dir);
+  void load(const std::string& dir);
+
+  // --- state, read by the public wrapper and the checkpoint code ---
+  std::shared_ptr<Communicator> comm_;
+  DpConfig cfg_;
+  int rank_ = 0;
+  int nranks_ = 1;
+  DataType pdt_ = DataType::f32;  // parameters and gradients
+  bool mixed_ = false;            // f32 master weights
+  Layout layout_;
+  bool finalized_ = false;
+  uint64_t steps_ = 0;
+  MemoryLedger ledger_;
+  std::unique_ptr<CommTimer> timer_;
+  CommTiming last_timing_;
+  std::vector<BucketInfo> bucket_info_;
+  std::vector<int> launch_order_;
+
+ private:
+  struct LaunchedBucket {
+    int bucket = 0;
+    Work work;
+    TrackedBuffer staging;  // stages 2, 3: the packed bucket, freed once reduced
+  };
+  struct GatheredLayer {
+    Work work;
+    TrackedBuffer packed;  // N segments as gathered
+    TrackedBuffer view;    // f32 view of the layer, once unpacked
+    bool unpacked = false;
+  };
+
+  size_t pbytes() const { return dtype_size(pdt_); }
+  bool zero() const { return cfg_.stage >= 1; }
+  size_t domain() const { return zero() ? layout_.shard : layout_.numel; }
+  // The f32 values the optimizer updates for tensor t (the master weights or the parameters).
+  float* master_ptr(int t);
+  const void* grad_ptr(int t);
+  void launch_bucket(int b);
+  void wait_buckets();
+  void gather_params_after_update();
+  void start_gather(int layer);
+  const float* finish_gather(int layer);
+  // Copies rank q's slice of tensor t (from its full values `src`) into segment q of a packed
+  // group buffer, for every q.
+  void pack_tensor(const Group& g, int t, const float* src, std::byte* packed) const;
+  // The reverse for every tensor of g: full values at dst + offset(t), in dst_dt.
+  template <class Offset>
+  void unpack_group(const Group& g, const std::byte* packed, std::byte* dst, DataType dst_dt,
+                    Offset offset) const;
+  size_t flat(int t) const;  // offset of tensor t among all parameters, registration order
+  void set_initial(const std::vector<float>& full);
+  void set_params_from_full(int t, const float* full);  // parameters (+ master) of tensor t
+  void publish_updated(int t, std::byte* send_staging);
+  void check_layer(int layer, const char* op) const;
+  ErrorContext ctx(const char* op) const;
+
+  std::vector<std::vector<float>> initial_;  // registration order, until finalize
+  // Parameters: stages 0-2 full (layer views back to back); stage 3 this rank's shard.
+  TrackedBuffer params_;
+  // Gradients: stage 0 full in bucket order; stage 1 full, each bucket as N segments;
+  // stages 2-3 this rank's shard.
+  TrackedBuffer grads_;
+  TrackedBuffer master_;  // mixed precision: f32 copy of what this rank updates
+  TrackedBuffer state0_, state1_;
+  std::vector<TrackedBuffer> filling_;  // stages 2-3: per bucket, packed as gradients arrive
+  std::vector<int> pending_;      // per bucket: tensors whose gradient is still missing
+  size_t next_bucket_ = 0;        // the next bucket to start
+  std::vector<bool> grads_given_;  // per layer, this step
+  std::vector<LaunchedBucket> launched_;
+  std::map<int, GatheredLayer> gathered_;  // stage 3
+  std::vector<std::optional<TrackedBuffer>> layer_f32_;  // bf16 stages 0-2, per layer
+};
+
+}  // namespace hoop::dp::detail

@@ -1,0 +1,199 @@
+#include "tuner/calibration.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/env.h"
+#include "core/errors.h"
+#include "core/hash.h"
+#include "core/log.h"
+#include "kernels/reduce.h"
+
+namespace hoop::tuner {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kWarmup = 2;
+constexpr int kSmallTrips = 16;
+constexpr size_t kSmallBytes = 8;
+constexpr int kLargeTrips = 4;
+constexpr size_t kLargeBytes = 1 << 20;
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// The fastest trip: the machine's noise (other processes, a busy core) only ever adds time.
+double fastest(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
+
+// Half round-trip times of `trips` ping-pongs of `bytes` between rank 0 and `partner`; the
+// partner echoes and returns an empty vector.
+std::vector<double> ping_pong(Communicator& comm, int partner, size_t bytes, int trips, std::vector<uint8_t>& buf) {
+  std::vector<double> half;
+  for (int i = 0; i < trips; ++i) {
+    if (comm.rank() == 0) {
+      const auto t0 = Clock::now();
+      comm.send(buf.data(), bytes, DataType::u8, partner);
+      comm.recv(buf.data(), bytes, DataType::u8, partner);
+      half.push_back(seconds(Clock::now() - t0) / 2);
+    } else {
+      comm.recv(buf.data(), bytes, DataType::u8, 0);
+      comm.send(buf.data(), bytes, DataType::u8, 0);
+    }
+  }
+  return half;
+}
+
+// alpha and beta of the link between rank 0 and `partner` (only rank 0's result means anything).
+LinkCost measure_pair(Communicator& comm, int partner, const LinkCost& fallback) {
+  std::vector<uint8_t> buf(kLargeBytes, 1);
+  ping_pong(comm, partner, kSmallBytes, kWarmup, buf);
+  const auto small = ping_pong(comm, partner, kSmallBytes, kSmallTrips, buf);
+  ping_pong(comm, partner, kLargeBytes, 1, buf);
+  const auto large = ping_pong(comm, partner, kLargeBytes, kLargeTrips, buf);
+  if (comm.rank() != 0) return fallback;
+  LinkCost l;
+  l.alpha = fastest(small);
+  const double t = fastest(large);
+  const double transfer = std::max(t - l.alpha, t * 0.1);
+  l.beta = static_cast<double>(kLargeBytes) / transfer;
+  l.endpoint_beta = l.beta;  // one pair cannot tell the endpoint's limit apart
+  return l;
+}
+
+std::optional<std::string> cache_dir() {
+  if (auto x = env::get("XDG_CACHE_HOME")) return *x + "/hoop";
+  if (auto h = env::get("HOME")) return *h + "/.cache/hoop";
+  return std::nullopt;
+}
+
+}  // namespace
+
+void measure_local(CostModel& m) {
+  constexpr size_t n = 256 * 1024;  // floats: 1 MiB
+  std::vector<float> a(n, 1.0f), b(n, 2.0f), dst(n, 0.0f);
+  double best_reduce = 1e30, best_copy = 1e30;
+  for (int i = 0; i < 4; ++i) {
+    auto t0 = Clock::now();
+    kernels::reduce(dst.data(), a.data(), b.data(), n, DataType::f32, RedOp::sum);
+    best_reduce = std::min(best_reduce, seconds(Clock::now() - t0));
+    t0 = Clock::now();
+    std::memcpy(a.data(), dst.data(), n * sizeof(float));
+    best_copy = std::min(best_copy, seconds(Clock::now() - t0));
+  }
+  const double bytes = static_cast<double>(n * sizeof(float));
+  m.gamma = best_reduce / bytes;
+  m.copy = best_copy / bytes;
+}
+
+std::string calibration_cache_path(const std::string& host_id) {
+  const auto dir = cache_dir();
+  if (!dir) return "";
+  return fmt::format("{}/calibration-{:016x}.json", *dir, fnv1a64(host_id));
+}
+
+std::optional<CostModel> read_calibration_cache(const std::string& path, bool need_shm, bool need_tcp) {
+  if (path.empty()) return std::nullopt;
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  try {
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const auto j = nlohmann::json::parse(ss.str());
+    const bool has_shm = j.value("measured_shm", false), has_tcp = j.value("measured_tcp", false);
+    if ((need_shm && !has_shm) || (need_tcp && !has_tcp)) return std::nullopt;
+    CostModel m = model_from_json(j.at("model").dump());
+    m.source = "cache " + path;
+    return m;
+  } catch (const std::exception& e) {
+    HOOP_WARN("ignoring the calibration cache {}: {}", path, e.what());
+    return std::nullopt;
+  }
+}
+
+void write_calibration_cache(const std::string& path, const CostModel& m, bool has_shm, bool has_tcp) {
+  if (path.empty()) return;
+  try {
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    nlohmann::json j;
+    j["model"] = nlohmann::json::parse(to_json(m));
+    j["measured_shm"] = has_shm;
+    j["measured_tcp"] = has_tcp;
+    // Other jobs may read it at the same time: write aside, then rename.
+    const std::string tmp = fmt::format("{}.{}.tmp", path, ::getpid());
+    {
+      std::ofstream out(tmp);
+      out << j.dump(2) << "\n";
+      if (!out) throw std::runtime_error("write failed");
+    }
+    std::filesystem::rename(tmp, path);
+  } catch (const std::exception& e) {
+    HOOP_WARN("cannot write the calibration cache {}: {}", path, e.what());
+  }
+}
+
+CostModel agree_on_model(Communicator& comm, Store& store, const std::string& key_prefix,
+                         const CalibrationPartners& partners, const std::string& host_id) {
+  const std::string plan_key = key_prefix + "plan", model_key = key_prefix + "model";
+  std::string plan;
+  CostModel model;
+  const auto start = Clock::now();
+  if (comm.rank() == 0) {
+    const std::string mode = env::get_or("HOOP_CALIBRATE", "1");
+    if (mode != "0" && mode != "force" && mode != "1") {
+      HOOP_WARN("HOOP_CALIBRATE={} is not 0, 1 or force: calibrating as with 1", mode);
+    }
+    const std::string path = calibration_cache_path(host_id);
+    // Rank 0's own class needs are what it can measure: a class without a partner is left at
+    // its default.
+    std::optional<CostModel> cached;
+    if (mode != "0" && mode != "force") cached = read_calibration_cache(path, partners.shm >= 0, partners.tcp >= 0);
+    if (mode == "0") {
+      plan = "defaults";
+    } else if (cached) {
+      plan = "cached";
+      model = *cached;
+    } else {
+      plan = "measure";
+    }
+    store.set_string(plan_key, plan);
+  } else {
+    plan = store.get_string(plan_key);
+  }
+  if (plan == "measure") {
+    const bool shm_role = comm.rank() == 0 || comm.rank() == partners.shm;
+    const bool tcp_role = comm.rank() == 0 || comm.rank() == partners.tcp;
+    if (partners.shm >= 0 && shm_role) model.shm = measure_pair(comm, partners.shm, model.shm);
+    if (partners.tcp >= 0 && tcp_role) model.tcp = measure_pair(comm, partners.tcp, model.tcp);
+    if (comm.rank() == 0) {
+      // A class that could not be measured keeps its default, but an old measurement of it
+      // from the cache is better than the default.
+      const std::string path = calibration_cache_path(host_id);
+      const auto old_shm = read_calibration_cache(path, true, false);
+      const auto old_tcp = read_calibration_cache(path, false, true);
+      if (partners.shm < 0 && old_shm) model.shm = old_shm->shm;
+      if (partners.tcp < 0 && old_tcp) model.tcp = old_tcp->tcp;
+      measure_local(model);
+      model.source = "measured";
+      write_calibration_cache(path, model, partners.shm >= 0 || old_shm.has_value(),
+                              partners.tcp >= 0 || old_tcp.has_value());
+    }
+  }
+  if (comm.rank() == 0) store.set_string(model_key, to_json(model));
+  // Everyone, rank 0 included, uses the model as parsed from the same text.
+  CostModel agreed = model_from_json(store.get_string(model_key));
+  if (comm.rank() == 0) {
+    HOOP_INFO("tuner: cost model {} in {:.1f} ms\n{}", plan, seconds(Clock::now() - start) * 1e3, to_table(agreed));
+  }
+  return agreed;
+}
+
+}  // namespace hoop::tuner

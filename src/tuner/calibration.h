@@ -1,0 +1,40 @@
+// Calibration at communicator creation: rank 0 measures alpha and beta over one shared-memory
+// pair and one TCP pair (when the job has them) by ping-pong through the communicator's own
+// send/recv, and gamma by timing the local reduction kernel; the result is cached per host in
+// ${XDG_CACHE_HOME:-~/.cache}/hoop/calibration-<host hash>.json so later runs skip the
+// measurement. HOOP_CALIBRATE=0 uses the defaults, HOOP_CALIBRATE=force measures again.
+// Rank 0 decides and publishes the model in the store: every rank ends with the same model,
+// hence the same algorithm choices.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hoop/communicator.h"
+#include "hoop/store.h"
+#include "tuner/cost_model.h"
+
+namespace hoop::tuner {
+
+// The partners of rank 0 for each link class (-1: none in this job).
+struct CalibrationPartners {
+  int shm = -1;
+  int tcp = -1;
+};
+
+// Collective over `comm` (every rank calls it, in the same order as other creations on this
+// store). `host_id` is rank 0's host id (the cache key); `key_prefix` a store prefix unique to
+// the job. Returns the model on every rank.
+CostModel agree_on_model(Communicator& comm, Store& store, const std::string& key_prefix,
+                         const CalibrationPartners& partners, const std::string& host_id);
+
+// Rank 0's pieces, public for tests and tools.
+std::string calibration_cache_path(const std::string& host_id);
+// The model in the cache if it covers the classes asked for; else nullopt.
+std::optional<CostModel> read_calibration_cache(const std::string& path, bool need_shm, bool need_tcp);
+void write_calibration_cache(const std::string& path, const CostModel& m, bool has_shm, bool has_tcp);
+// gamma and copy from timing the kernels on this core.
+void measure_local(CostModel& m);
+
+}  // namespace hoop::tuner

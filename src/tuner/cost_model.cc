@@ -1,0 +1,105 @@
+#include "tuner/cost_model.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/errors.h"
+
+namespace hoop::tuner {
+
+const char* to_string(LinkClass c) { return c == LinkClass::shm ? "shm" : "tcp"; }
+
+namespace {
+
+nlohmann::json link_json(const LinkCost& l) {
+  return {{"alpha_s", l.alpha}, {"beta_Bps", l.beta}, {"endpoint_beta_Bps", l.endpoint_beta}};
+}
+
+double positive(const nlohmann::json& j, const char* key, const std::string& where) {
+  if (!j.contains(key) || !j.at(key).is_number()) {
+    throw_error(ErrorCode::invalid_argument, fmt::format("cost model: {} lacks the number '{}'", where, key));
+  }
+  const double v = j.at(key).get<double>();
+  if (!(v >= 0)) {
+    throw_error(ErrorCode::invalid_argument, fmt::format("cost model: {}.{} = {} is negative", where, key, v));
+  }
+  return v;
+}
+
+LinkCost link_from(const nlohmann::json& j, const char* name, const LinkCost& fallback) {
+  if (!j.contains(name)) return fallback;
+  const auto& l = j.at(name);
+  LinkCost c;
+  c.alpha = positive(l, "alpha_s", name);
+  c.beta = positive(l, "beta_Bps", name);
+  c.endpoint_beta = l.contains("endpoint_beta_Bps") ? positive(l, "endpoint_beta_Bps", name) : c.beta;
+  if (c.beta <= 0 || c.endpoint_beta <= 0) {
+    throw_error(ErrorCode::invalid_argument, fmt::format("cost model: {} has a zero bandwidth", name));
+  }
+  return c;
+}
+
+}  // namespace
+
+std::string to_json(const CostModel& m) {
+  nlohmann::json j;
+  j["shm"] = link_json(m.shm);
+  j["tcp"] = link_json(m.tcp);
+  j["gamma_s_per_byte"] = m.gamma;
+  j["copy_s_per_byte"] = m.copy;
+  j["overhead_fraction"] = m.overhead_fraction;
+  j["slice_bytes"] = m.slice_bytes;
+  j["source"] = m.source;
+  return j.dump();
+}
+
+CostModel model_from_json(const std::string& text) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw_error(ErrorCode::invalid_argument, fmt::format("cost model: not JSON: {}", e.what()));
+  }
+  if (!j.is_object()) throw_error(ErrorCode::invalid_argument, "cost model: not a JSON object");
+  CostModel m;
+  m.shm = link_from(j, "shm", m.shm);
+  m.tcp = link_from(j, "tcp", m.tcp);
+  if (j.contains("gamma_s_per_byte")) m.gamma = positive(j, "gamma_s_per_byte", "model");
+  if (j.contains("copy_s_per_byte")) m.copy = positive(j, "copy_s_per_byte", "model");
+  if (j.contains("overhead_fraction")) m.overhead_fraction = positive(j, "overhead_fraction", "model");
+  if (j.contains("slice_bytes")) {
+    m.slice_bytes = static_cast<size_t>(positive(j, "slice_bytes", "model"));
+    if (m.slice_bytes == 0) throw_error(ErrorCode::invalid_argument, "cost model: slice_bytes is 0");
+  }
+  if (j.contains("source") && j.at("source").is_string()) m.source = j.at("source").get<std::string>();
+  return m;
+}
+
+CostModel load_model_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw_error(ErrorCode::invalid_argument, fmt::format("cannot read cost model file '{}'", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  CostModel m = model_from_json(ss.str());
+  m.source = "file " + path;
+  return m;
+}
+
+std::string to_table(const CostModel& m) {
+  std::string out = fmt::format("cost model ({})\n", m.source);
+  out += fmt::format("  {:<5} {:>12} {:>14} {:>18}\n", "link", "alpha (us)", "beta (GB/s)", "endpoint (GB/s)");
+  for (LinkClass c : {LinkClass::shm, LinkClass::tcp}) {
+    const LinkCost& l = m.link(c);
+    out += fmt::format("  {:<5} {:>12.2f} {:>14.3f} {:>18.3f}\n", to_string(c), l.alpha * 1e6, l.beta / 1e9,
+                       l.endpoint_beta / 1e9);
+  }
+  auto rate = [](double s_per_byte) { return s_per_byte > 0 ? fmt::format("{:.3f} GB/s", 1e-9 / s_per_byte) : std::string("free"); };
+  out += fmt::format("  gamma (reduce) {}, copy {}, slice {} B, extra message {:.2f} alpha\n", rate(m.gamma),
+                     rate(m.copy), m.slice_bytes, m.overhead_fraction);
+  return out;
+}
+
+}  // namespace hoop::tuner

@@ -1,0 +1,44 @@
+// The tuner's cost model: what one message and one byte cost on each class of link, and what
+// a reduced or copied byte costs on a core. Measured at start-up (calibration.h), loaded from a
+// file, or the defaults below; printable as a table.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace hoop::tuner {
+
+enum class LinkClass { shm, tcp };
+const char* to_string(LinkClass c);
+
+struct LinkCost {
+  double alpha = 0;          // seconds per message (latency, start-up of a transfer)
+  double beta = 0;           // bytes per second of one connection (one peer, one channel)
+  double endpoint_beta = 0;  // bytes per second of one endpoint in one direction, shared by its
+                             // connections: a rank's copy rate for shm, a host's NIC for tcp
+};
+
+struct CostModel {
+  LinkCost shm{2e-6, 6e9, 6e9};
+  LinkCost tcp{25e-6, 1.2e9, 1.2e9};
+  double gamma = 1.0 / 10e9;     // seconds per byte reduced (dst bytes of a receive-and-reduce)
+  double copy = 1.0 / 12e9;      // seconds per byte of a local copy
+  double overhead_fraction = 0.5;  // each further message of a rank in one step costs this * alpha
+                                   // of CPU time that does not overlap with the others
+  size_t slice_bytes = 256 * 1024;  // the engine's pipelining slice (forwarding lag per hop)
+  std::string source = "defaults";  // "defaults", "measured", "cache <path>", "file <path>"
+
+  const LinkCost& link(LinkClass c) const { return c == LinkClass::shm ? shm : tcp; }
+  LinkCost& link(LinkClass c) { return c == LinkClass::shm ? shm : tcp; }
+};
+
+// JSON text (nlohmann-json), exact for doubles, so every rank parses the same model.
+std::string to_json(const CostModel& m);
+// Throws hoop::Error{invalid_argument} on malformed text or missing/non-positive fields.
+CostModel model_from_json(const std::string& text);
+CostModel load_model_file(const std::string& path);
+
+// A printable alpha/beta/gamma table.
+std::string to_table(const CostModel& m);
+
+}  // namespace hoop::tuner

@@ -1,0 +1,61 @@
+#include "tuner/fast_paths.h"
+
+namespace hoop::tuner {
+
+namespace {
+
+// shm-direct: each rank reduces (or copies) its 1/N slice reading every peer's buffer in
+// shared memory, then reads the others' slices: two synchronisations, no forwarding.
+Prediction shm_direct(const schedule::CollectiveDesc& d, size_t elem, const LinkView& links, const CostModel& m) {
+  Prediction p;
+  for (int r = 1; r < d.nranks; ++r) {
+    if (links.between(0, r) != LinkClass::shm) {
+      p.why_not = "shm-direct needs every rank on one host";
+      return p;
+    }
+  }
+  const double n = d.nranks, e = static_cast<double>(elem);
+  const LinkCost& l = m.shm;
+  double bytes = static_cast<double>(d.count) * e;  // the per-rank buffer
+  double read = 0, reduced = 0;
+  int syncs = 1;
+  switch (d.op) {
+    case OpType::allreduce:
+      read = 2 * (n - 1) / n * bytes;
+      reduced = (n - 1) / n * bytes;
+      syncs = 2;
+      break;
+    case OpType::reducescatter:
+      bytes *= n;
+      read = (n - 1) / n * bytes;
+      reduced = read;
+      break;
+    case OpType::allgather: read = (n - 1) * bytes; break;
+    case OpType::broadcast: read = bytes; break;
+    case OpType::reduce:
+      read = 2 * (n - 1) / n * bytes;
+      reduced = (n - 1) / n * bytes;
+      syncs = 2;
+      break;
+    case OpType::barrier: break;  // one synchronisation, no data
+    default: p.why_not = "shm-direct does not implement this collective"; return p;
+  }
+  p.applicable = true;
+  p.seconds = syncs * l.alpha + read / l.endpoint_beta + reduced * m.gamma;
+  p.steps = static_cast<size_t>(syncs);
+  p.max_rank_bytes_sent = 0;
+  p.max_link_bytes = static_cast<uint64_t>(read / std::max(1.0, n - 1));
+  p.ranks_evaluated = d.nranks;
+  p.critical_rank = 0;
+  return p;
+}
+
+}  // namespace
+
+std::optional<Prediction> predict_fast_path(const std::string& name, const schedule::CollectiveDesc& desc,
+                                            size_t elem_bytes, const LinkView& links, const CostModel& model) {
+  if (name == "shm-direct") return shm_direct(desc, elem_bytes, links, model);
+  return std::nullopt;
+}
+
+}  // namespace hoop::tuner

@@ -1,0 +1,18 @@
+// Prices of algorithms that are not schedules (transport fast paths such as shm-direct, where
+// ranks of one host read each other's buffers). A fast path is priced only where the
+// communicator says it can run it.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "tuner/predict.h"
+
+namespace hoop::tuner {
+
+// nullopt when `name` is not a known fast path; otherwise its prediction (applicable false
+// when it cannot run this call, e.g. shm-direct across hosts).
+std::optional<Prediction> predict_fast_path(const std::string& name, const schedule::CollectiveDesc& desc,
+                                            size_t elem_bytes, const LinkView& links, const CostModel& model);
+
+}  // namespace hoop::tuner

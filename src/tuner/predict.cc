@@ -1,0 +1,360 @@
+#include "tuner/predict.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <memory>
+#include <unordered_map>
+
+#include "hoop/error.h"
+
+namespace hoop::tuner {
+
+using schedule::Action;
+using schedule::ActionKind;
+using schedule::RankSchedule;
+
+LinkClass LinkView::between(int a, int b) const {
+  if (force == Force::shm) return LinkClass::shm;
+  if (force == Force::tcp) return LinkClass::tcp;
+  return host_of(a) == host_of(b) ? LinkClass::shm : LinkClass::tcp;
+}
+
+int LinkView::host_of(int rank) const {
+  if (!topology || topology->host_of_rank.empty()) return 0;
+  return topology->host_of_rank.at(static_cast<size_t>(rank));
+}
+
+namespace {
+
+constexpr int kEvaluateAllUpTo = 64;
+constexpr int kSampleTarget = 32;
+constexpr int kMaxPerHost = 8;
+
+bool is_recv(ActionKind k) { return k == ActionKind::recv_copy || k == ActionKind::recv_reduce; }
+
+// One connection and direction in one step.
+struct Conn {
+  int peer;
+  int channel;
+  bool out;
+  LinkClass cls;
+  double bytes;
+};
+
+struct StepProfile {
+  std::vector<Conn> conns;
+  double local_seconds = 0;  // reductions and copies
+  double tcp_out = 0, tcp_in = 0;
+};
+
+uint64_t conn_key(int peer, int channel, bool out) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(peer)) << 32) |
+         (static_cast<uint64_t>(static_cast<uint32_t>(channel)) << 1) | (out ? 1u : 0u);
+}
+
+struct RankInfo {
+  RankSchedule sched;
+  std::vector<StepProfile> steps;
+  // ordinal[k][i]: action i of step k is the ordinal-th transfer on its connection and direction.
+  std::vector<std::vector<uint32_t>> ordinal;
+  bool forwards = false;  // has a send with `after`
+  // (peer, channel, ordinal) of each send -> (step, action); built on first use.
+  std::unordered_map<uint64_t, std::pair<int, int>> send_index;
+  bool indexed = false;
+  std::vector<double> lag;  // memo, -1 unknown
+};
+
+class Evaluator {
+ public:
+  Evaluator(int nranks, std::function<RankSchedule(int)> build, size_t elem, const LinkView& links,
+            const CostModel& model)
+      : n_(nranks), build_(std::move(build)), elem_(static_cast<double>(elem)), links_(links), m_(model) {}
+
+  RankInfo& info(int r) {
+    auto& slot = ranks_[r];
+    if (!slot) {
+      slot = std::make_unique<RankInfo>();
+      slot->sched = build_(r);
+      profile(r, *slot);
+    }
+    return *slot;
+  }
+
+  // The ranks of each host whose traffic is counted for the NIC share, and by how much to
+  // scale their sum to the whole host.
+  void set_host_members(std::map<int, std::vector<int>> members, std::map<int, double> scale) {
+    host_members_ = std::move(members);
+    host_scale_ = std::move(scale);
+  }
+
+  bool relay_analysis = false;
+
+  double rank_seconds(int r) {
+    RankInfo& ri = info(r);
+    double t = 0;
+    for (size_t k = 0; k < ri.steps.size(); ++k) t += step_seconds(r, static_cast<int>(k));
+    return t;
+  }
+
+ private:
+  double bytes(const schedule::Range& range) const { return static_cast<double>(range.count) * elem_; }
+
+  void profile(int r, RankInfo& ri) {
+    std::unordered_map<uint64_t, uint32_t> counter;
+    ri.steps.resize(ri.sched.steps.size());
+    ri.ordinal.resize(ri.sched.steps.size());
+    ri.lag.assign(ri.sched.steps.size(), -1);
+    for (size_t k = 0; k < ri.sched.steps.size(); ++k) {
+      StepProfile& sp = ri.steps[k];
+      auto& ord = ri.ordinal[k];
+      for (const Action& a : ri.sched.steps[k].actions) {
+        const bool out = a.kind == ActionKind::send;
+        const bool in = is_recv(a.kind);
+        if (!out && !in) {
+          ord.push_back(0);
+          sp.local_seconds += bytes(a.dst) * (a.kind == ActionKind::copy ? m_.copy : m_.gamma);
+          continue;
+        }
+        if (a.after >= 0) ri.forwards = true;
+        ord.push_back(counter[conn_key(a.peer, a.channel, out)]++);
+        const double b = out ? bytes(a.src) : bytes(a.dst);
+        if (a.kind == ActionKind::recv_reduce) sp.local_seconds += b * m_.gamma;
+        const LinkClass cls = links_.between(r, a.peer);
+        auto it = std::find_if(sp.conns.begin(), sp.conns.end(), [&](const Conn& c) {
+          return c.peer == a.peer && c.channel == a.channel && c.out == out;
+        });
+        if (it == sp.conns.end()) {
+          sp.conns.push_back({a.peer, a.channel, out, cls, b});
+        } else {
+          it->bytes += b;
+        }
+        if (cls == LinkClass::tcp) (out ? sp.tcp_out : sp.tcp_in) += b;
+      }
+    }
+  }
+
+  // Bytes the host of `r` moves over tcp in step k (both directions), scaled to the whole host.
+  std::pair<double, double> host_tcp(int r, int k) {
+    const int h = links_.host_of(r);
+    auto it = host_members_.find(h);
+    if (it == host_members_.end()) {
+      const auto& s = info(r).steps[static_cast<size_t>(k)];
+      return {s.tcp_out, s.tcp_in};
+    }
+    double out = 0, in = 0;
+    for (int mate : it->second) {
+      const auto& steps = info(mate).steps;
+      if (static_cast<size_t>(k) < steps.size()) {
+        out += steps[static_cast<size_t>(k)].tcp_out;
+        in += steps[static_cast<size_t>(k)].tcp_in;
+      }
+    }
+    const double s = host_scale_[h];
+    return {out * s, in * s};
+  }
+
+  double step_seconds(int r, int k) {
+    RankInfo& ri = info(r);
+    const StepProfile& sp = ri.steps[static_cast<size_t>(k)];
+    double comm = 0;
+    // Per class and direction: messages and bytes of this rank.
+    double msgs[2][2] = {{0, 0}, {0, 0}}, total[2][2] = {{0, 0}, {0, 0}};
+    for (const Conn& c : sp.conns) {
+      const LinkCost& l = m_.link(c.cls);
+      comm = std::max(comm, l.alpha + c.bytes / l.beta);
+      const int ci = c.cls == LinkClass::shm ? 0 : 1, di = c.out ? 1 : 0;
+      msgs[ci][di] += 1;
+      total[ci][di] += c.bytes;
+    }
+    for (int ci = 0; ci < 2; ++ci) {
+      const LinkClass cls = ci == 0 ? LinkClass::shm : LinkClass::tcp;
+      const LinkCost& l = m_.link(cls);
+      std::pair<double, double> host{0, 0};
+      if (cls == LinkClass::tcp && (msgs[1][0] > 0 || msgs[1][1] > 0)) host = host_tcp(r, k);
+      for (int di = 0; di < 2; ++di) {
+        if (msgs[ci][di] == 0) continue;
+        const double endpoint_bytes = cls == LinkClass::shm ? total[ci][di] : (di == 1 ? host.first : host.second);
+        const double t = l.alpha * (1 + (msgs[ci][di] - 1) * m_.overhead_fraction) +
+                         std::max(endpoint_bytes, total[ci][di]) / l.endpoint_beta;
+        comm = std::max(comm, t);
+      }
+    }
+    return lag(r, k) + comm + sp.local_seconds;
+  }
+
+  // Extra wait of step k of rank r for senders that forward what they receive: the pipeline
+  // upstream fills one slice per hop.
+  double lag(int r, int k) {
+    if (!relay_analysis) return 0;
+    RankInfo& ri = info(r);
+    double& memo = ri.lag[static_cast<size_t>(k)];
+    if (memo >= 0) return memo;
+    memo = 0;  // breaks cycles
+    double worst = 0;
+    const auto& actions = ri.sched.steps[static_cast<size_t>(k)].actions;
+    for (size_t i = 0; i < actions.size(); ++i) {
+      const Action& a = actions[i];
+      if (!is_recv(a.kind) || a.peer < 0 || a.peer >= n_) continue;
+      const uint32_t ord = ri.ordinal[static_cast<size_t>(k)][i];
+      RankInfo& pi = info(a.peer);
+      if (!pi.forwards) continue;
+      index_sends(pi);
+      auto it = pi.send_index.find(conn_key(r, a.channel, true) ^ (static_cast<uint64_t>(ord) << 40));
+      if (it == pi.send_index.end()) continue;
+      const auto [pk, pa] = it->second;
+      const Action& send = pi.sched.steps[static_cast<size_t>(pk)].actions[static_cast<size_t>(pa)];
+      if (send.after < 0) continue;
+      const Action& feed = pi.sched.steps[static_cast<size_t>(pk)].actions[static_cast<size_t>(send.after)];
+      const double piece = std::min(static_cast<double>(m_.slice_bytes), bytes(feed.dst));
+      const LinkCost& l = m_.link(links_.between(feed.peer, a.peer));
+      const double hop = l.alpha + piece / l.beta + (feed.kind == ActionKind::recv_reduce ? piece * m_.gamma : 0);
+      worst = std::max(worst, lag(a.peer, pk) + hop);
+    }
+    ri.lag[static_cast<size_t>(k)] = worst;
+    return worst;
+  }
+
+  void index_sends(RankInfo& ri) {
+    if (ri.indexed) return;
+    ri.indexed = true;
+    for (size_t k = 0; k < ri.sched.steps.size(); ++k) {
+      const auto& actions = ri.sched.steps[k].actions;
+      for (size_t i = 0; i < actions.size(); ++i) {
+        if (actions[i].kind != ActionKind::send) continue;
+        const uint64_t key = conn_key(actions[i].peer, actions[i].channel, true) ^
+                             (static_cast<uint64_t>(ri.ordinal[k][i]) << 40);
+        ri.send_index.emplace(key, std::make_pair(static_cast<int>(k), static_cast<int>(i)));
+      }
+    }
+  }
+
+  int n_;
+  std::function<RankSchedule(int)> build_;
+  double elem_;
+  const LinkView& links_;
+  const CostModel& m_;
+  std::unordered_map<int, std::unique_ptr<RankInfo>> ranks_;
+  std::map<int, std::vector<int>> host_members_;
+  std::map<int, double> host_scale_;
+};
+
+// Up to `limit` ranks of `all`: first, last and evenly spread.
+std::vector<int> spread(const std::vector<int>& all, int limit) {
+  if (static_cast<int>(all.size()) <= limit) return all;
+  std::vector<int> out;
+  for (int i = 0; i < limit; ++i) {
+    out.push_back(all[static_cast<size_t>(i) * (all.size() - 1) / static_cast<size_t>(limit - 1)]);
+  }
+  return out;
+}
+
+struct Sample {
+  std::vector<int> ranks;
+  std::map<int, std::vector<int>> host_members;
+  std::map<int, double> host_scale;
+  bool sampled = false;
+};
+
+Sample choose_sample(int n, int root, const LinkView& links) {
+  Sample s;
+  std::map<int, std::vector<int>> by_host;
+  for (int r = 0; r < n; ++r) by_host[links.host_of(r)].push_back(r);
+  std::vector<int> hosts;
+  auto add_host = [&](int h) {
+    if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
+  };
+  if (n <= kEvaluateAllUpTo) {
+    for (const auto& [h, rs] : by_host) add_host(h);
+  } else {
+    s.sampled = true;
+    const int r0 = std::clamp(root, 0, n - 1);
+    add_host(links.host_of(0));
+    add_host(links.host_of(n - 1));
+    add_host(links.host_of(r0));
+    const int nh = static_cast<int>(by_host.size());
+    const int per = std::min<int>(kMaxPerHost, static_cast<int>(by_host.begin()->second.size()));
+    const int want = std::max(3, kSampleTarget / std::max(1, per));
+    for (int i = 0; i < want && static_cast<int>(hosts.size()) < nh; ++i) {
+      add_host(std::next(by_host.begin(), static_cast<long>(i) * (nh - 1) / std::max(1, want - 1))->first);
+    }
+  }
+  for (int h : hosts) {
+    const auto& all = by_host[h];
+    std::vector<int> picked = n <= kEvaluateAllUpTo ? all : spread(all, kMaxPerHost);
+    if (n > kEvaluateAllUpTo && by_host.size() == 1) {
+      // One big host: spread over it, and the ranks around 0, N-1 and the root.
+      picked = spread(all, kSampleTarget);
+      for (int r : {root - 1, root, root + 1, 1, n - 2}) {
+        if (r >= 0 && r < n && std::find(picked.begin(), picked.end(), r) == picked.end()) picked.push_back(r);
+      }
+    }
+    s.ranks.insert(s.ranks.end(), picked.begin(), picked.end());
+    s.host_members[h] = picked;
+    s.host_scale[h] = static_cast<double>(all.size()) / static_cast<double>(picked.size());
+  }
+  return s;
+}
+
+Prediction evaluate(Evaluator& ev, const Sample& sample, const LinkView& links, size_t elem) {
+  Prediction p;
+  p.applicable = true;
+  p.sampled = sample.sampled;
+  ev.set_host_members(sample.host_members, sample.host_scale);
+  for (int r : sample.ranks) ev.relay_analysis = ev.relay_analysis || ev.info(r).forwards;
+  std::map<int, double> host_tcp_out;
+  for (int r : sample.ranks) {
+    const RankInfo& ri = ev.info(r);
+    const double t = ev.rank_seconds(r);
+    if (p.critical_rank < 0 || t > p.seconds) {
+      p.seconds = t;
+      p.critical_rank = r;
+    }
+    p.steps = std::max(p.steps, ri.steps.size());
+    uint64_t sent = 0;
+    std::unordered_map<uint64_t, uint64_t> per_link;
+    for (const auto& step : ri.steps) {
+      for (const Conn& c : step.conns) {
+        per_link[conn_key(c.peer, c.channel, c.out)] += static_cast<uint64_t>(c.bytes);
+        if (c.out) sent += static_cast<uint64_t>(c.bytes);
+      }
+      host_tcp_out[links.host_of(r)] += step.tcp_out;
+    }
+    for (const auto& [key, b] : per_link) p.max_link_bytes = std::max(p.max_link_bytes, b);
+    p.max_rank_bytes_sent = std::max(p.max_rank_bytes_sent, sent);
+  }
+  for (const auto& [h, b] : host_tcp_out) {
+    auto it = sample.host_scale.find(h);
+    const double scale = it == sample.host_scale.end() ? 1.0 : it->second;
+    p.max_host_tcp_bytes = std::max(p.max_host_tcp_bytes, static_cast<uint64_t>(b * scale));
+  }
+  p.ranks_evaluated = static_cast<int>(sample.ranks.size());
+  (void)elem;
+  return p;
+}
+
+}  // namespace
+
+Prediction predict(const std::string& name, const schedule::CollectiveDesc& desc, size_t elem_bytes,
+                   const LinkView& links, const CostModel& model) {
+  const bool rooted = desc.op == OpType::broadcast || desc.op == OpType::reduce;
+  const Sample sample = choose_sample(desc.nranks, rooted ? desc.root : 0, links);
+  Evaluator ev(desc.nranks, [&](int r) { return schedule::build(name, desc, r); }, elem_bytes, links, model);
+  try {
+    return evaluate(ev, sample, links, elem_bytes);
+  } catch (const Error& e) {
+    Prediction p;
+    p.why_not = e.detail();
+    return p;
+  }
+}
+
+Prediction predict_schedules(const std::vector<schedule::RankSchedule>& ranks, size_t elem_bytes,
+                             const LinkView& links, const CostModel& model) {
+  const int n = static_cast<int>(ranks.size());
+  Sample sample = choose_sample(n, 0, links);
+  Evaluator ev(n, [&](int r) { return ranks.at(static_cast<size_t>(r)); }, elem_bytes, links, model);
+  return evaluate(ev, sample, links, elem_bytes);
+}
+
+}  // namespace hoop::tuner

@@ -1,0 +1,101 @@
+#include "tuner/tuner.h"
+
+#include <fmt/format.h>
+
+#include <bit>
+
+#include "hoop/error.h"
+#include "tuner/fast_paths.h"
+
+namespace hoop::tuner {
+
+size_t count_bucket_representative(size_t count) { return count == 0 ? 0 : std::bit_floor(count); }
+
+Tuner::Tuner(CostModel model, schedule::Topology topology, LinkView::Force force)
+    : model_(std::move(model)), topology_(std::move(topology)), force_(force) {}
+
+namespace {
+
+bool any_tcp(const LinkView& links, int nranks) {
+  if (links.force == LinkView::Force::tcp) return nranks > 1;
+  if (links.force == LinkView::Force::shm) return false;
+  for (int r = 1; r < nranks; ++r) {
+    if (links.between(0, r) == LinkClass::tcp) return true;
+  }
+  return false;
+}
+
+// Whether the algorithm spreads over channels at all (else more channels change nothing).
+bool uses_channels(const std::string& name, schedule::CollectiveDesc desc, int k) {
+  desc.nchannels = k;
+  try {
+    const auto s = schedule::build(name, desc, 0);
+    for (const auto& step : s.steps)
+      for (const auto& a : step.actions)
+        if (a.channel > 0) return true;
+  } catch (const Error&) {
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<Candidate> Tuner::price_all(const schedule::CollectiveDesc& desc, size_t elem_bytes,
+                                        const std::vector<std::string>& names,
+                                        std::optional<int> forced_channels) const {
+  const LinkView view = links();
+  std::vector<int> channel_counts{1};
+  if (forced_channels) {
+    channel_counts = {*forced_channels};
+  } else if (any_tcp(view, desc.nranks)) {
+    channel_counts = {1, 2, 4};
+  }
+  std::vector<Candidate> out;
+  for (const auto& name : names) {
+    for (int k : channel_counts) {
+      schedule::CollectiveDesc d = desc;
+      d.topology = &topology_;
+      d.nchannels = k;
+      if (k > 1 && !forced_channels && !uses_channels(name, d, k)) continue;
+      Candidate c{name, k, {}};
+      if (auto fast = predict_fast_path(name, d, elem_bytes, view, model_)) {
+        c.prediction = *fast;
+      } else {
+        c.prediction = predict(name, d, elem_bytes, view, model_);
+      }
+      out.push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
+Choice Tuner::best(const std::vector<Candidate>& priced) {
+  Choice c;
+  bool have = false;
+  for (const auto& p : priced) {
+    if (!p.prediction.applicable) continue;
+    if (!have || p.prediction.seconds < c.predicted_seconds) {
+      c = {p.algorithm, p.nchannels, p.prediction.seconds};
+      have = true;
+    }
+  }
+  return c;
+}
+
+Choice Tuner::choose(const schedule::CollectiveDesc& desc, size_t elem_bytes, const std::vector<std::string>& names,
+                     std::optional<int> forced_channels) {
+  const size_t rep = count_bucket_representative(desc.count);
+  const bool rooted = desc.op == OpType::broadcast || desc.op == OpType::reduce;
+  const auto key = std::make_tuple(static_cast<int>(desc.op), elem_bytes, rep, desc.nranks,
+                                   !rooted || desc.root == 0, forced_channels.value_or(0),
+                                   fmt::format("{}", fmt::join(names, ",")));
+  std::lock_guard lk(mu_);
+  if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+  schedule::CollectiveDesc d = desc;
+  d.count = rep;
+  Choice c = best(price_all(d, elem_bytes, names, forced_channels));
+  cache_.emplace(key, c);
+  return c;
+}
+
+}  // namespace hoop::tuner

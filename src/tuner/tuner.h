@@ -1,0 +1,64 @@
+// Selection: among the algorithms registered for a collective (and the fast paths the
+// communicator can run), the one with the smallest predicted time, and its channel count.
+// Choices are cached per (op, element size, power-of-two count bucket, nranks, root == 0):
+// every rank holds the same model and sees the same calls in the same order, so every rank
+// makes the same choice.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "tuner/cost_model.h"
+#include "tuner/predict.h"
+
+namespace hoop::tuner {
+
+struct Candidate {
+  std::string algorithm;
+  int nchannels = 1;
+  Prediction prediction;
+};
+
+struct Choice {
+  std::string algorithm;  // empty: nothing applicable (the caller falls back to its default)
+  int nchannels = 1;
+  double predicted_seconds = 0;
+};
+
+// The count the tuner prices for a call of `count` elements: the lower power of two (0 for 0).
+size_t count_bucket_representative(size_t count);
+
+class Tuner {
+ public:
+  // `topology` is copied; `force` as in LinkView.
+  Tuner(CostModel model, schedule::Topology topology, LinkView::Force force);
+
+  const CostModel& model() const { return model_; }
+  LinkView links() const { return LinkView{&topology_, force_}; }
+  const schedule::Topology& topology() const { return topology_; }
+
+  // Every (algorithm, channels) priced for desc as given (its count is used as is), in the
+  // order of `names`, then channels. forced_channels: only that channel count.
+  std::vector<Candidate> price_all(const schedule::CollectiveDesc& desc, size_t elem_bytes,
+                                   const std::vector<std::string>& names,
+                                   std::optional<int> forced_channels = std::nullopt) const;
+  // The fastest of price_all; ties go to the earlier one.
+  static Choice best(const std::vector<Candidate>& priced);
+
+  // Cached choice for a call (its count bucketed).
+  Choice choose(const schedule::CollectiveDesc& desc, size_t elem_bytes, const std::vector<std::string>& names,
+                std::optional<int> forced_channels = std::nullopt);
+
+ private:
+  CostModel model_;
+  schedule::Topology topology_;
+  LinkView::Force force_;
+  std::mutex mu_;
+  std::map<std::tuple<int, size_t, size_t, int, bool, int, std::string>, Choice> cache_;
+};
+
+}  // namespace hoop::tuner

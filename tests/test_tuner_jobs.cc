@@ -1,0 +1,192 @@
+// The tuner in real jobs: every rank ends with the same cost model and the same choices;
+// calibration is cached per host and reused; hoop-sim runs at thousands of ranks.
+#include <gtest/gtest.h>
+#include <stdio.h>
+#include <sys/wait.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <iterator>
+#include <sstream>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "comm/algo_choice.h"
+#include "comm/comm_impl.h"
+#include "support/spawn.h"
+#include "tuner/calibration.h"
+#include "tuner/cost_model.h"
+
+namespace hoop::test {
+namespace {
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char tmpl[] = "/tmp/hoop-tuner-XXXXXX";
+    if (!::mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+// Each rank reports its model (JSON) and its choices for a spread of sizes, then runs an
+// AllReduce and reports what the library ran.
+void report_model_and_choices(RankContext& ctx) {
+  auto comm = ctx.make_comm();
+  auto& tuner = comm->impl().tuner();
+  ctx.report("model " + tuner::to_json(tuner.model()));
+  std::string picks;
+  for (size_t count : {size_t{1}, size_t{1000}, size_t{1} << 16, size_t{1} << 22}) {
+    schedule::CollectiveDesc d;
+    d.op = OpType::allreduce;
+    d.nranks = comm->size();
+    d.count = count;
+    const auto c = tuner.choose(d, 4, detail::candidate_algorithms(OpType::allreduce));
+    picks += fmt::format("{}x{} ", c.algorithm, c.nchannels);
+  }
+  ctx.report("picks " + picks);
+  std::vector<float> v(4096, 1.0f);
+  comm->allreduce(v.data(), v.data(), v.size(), DataType::f32, RedOp::sum);
+  if (v[0] != static_cast<float>(comm->size())) throw std::runtime_error("wrong sum");
+  ctx.report("ran " + comm->last_algorithm());
+}
+
+void expect_all_agree(const std::vector<RankResult>& results) {
+  ASSERT_FALSE(results.empty());
+  for (const auto& r : results) {
+    ASSERT_EQ(r.reports.size(), 3u) << "rank " << r.rank;
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(r.reports[i], results[0].reports[i]) << "rank " << r.rank << " differs from rank 0";
+    }
+  }
+  EXPECT_EQ(results[0].reports[2].rfind("ran ", 0), 0u);
+  EXPECT_GT(results[0].reports[2].size(), 4u) << "last_algorithm() is empty";
+}
+
+TEST(TunerJobs, ThreeRanksAgreeOnAMeasuredModel) {
+  TempDir cache;
+  SpawnOptions opts;
+  opts.env = {{"XDG_CACHE_HOME", cache.path}, {"HOOP_CALIBRATE", "force"}};
+  const auto results = run_ranks(3, report_model_and_choices, opts);
+  ASSERT_TRUE(all_ok(results));
+  expect_all_agree(results);
+  EXPECT_NE(results[0].reports[0].find("\"source\":\"measured\""), std::string::npos) << results[0].reports[0];
+}
+
+TEST(TunerJobs, FourRanksOverTcpAgree) {
+  TempDir cache;
+  SpawnOptions opts;
+  opts.env = {{"XDG_CACHE_HOME", cache.path}, {"HOOP_CALIBRATE", "force"}, {"HOOP_TRANSPORT", "tcp"}};
+  const auto results = run_ranks(4, report_model_and_choices, opts);
+  ASSERT_TRUE(all_ok(results));
+  expect_all_agree(results);
+  // The tcp class was measured: the cache says so.
+  const auto files = std::filesystem::directory_iterator(cache.path + "/hoop");
+  int n = 0;
+  for (const auto& f : files) {
+    std::ifstream in(f.path());
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("\"measured_tcp\": true"), std::string::npos) << text;
+    ++n;
+  }
+  EXPECT_EQ(n, 1);
+}
+
+std::string model_source_of_job(const std::string& cache_dir, const std::string& calibrate) {
+  SpawnOptions opts;
+  opts.env = {{"XDG_CACHE_HOME", cache_dir}, {"HOOP_CALIBRATE", calibrate}};
+  const auto results = run_ranks(2, [](RankContext& ctx) {
+    auto comm = ctx.make_comm();
+    ctx.report(comm->impl().tuner().model().source);
+    // The calibration's own messages are not counted as the user's.
+    const auto stats = comm->stats();
+    if (stats.bytes_sent != 0 || stats.ops != 0) throw std::runtime_error("calibration traffic in the stats");
+  }, opts);
+  EXPECT_TRUE(all_ok(results));
+  if (results.size() != 2 || results[0].reports.size() != 1 || results[1].reports.size() != 1) return "?";
+  EXPECT_EQ(results[0].reports[0], results[1].reports[0]);
+  return results[0].reports[0];
+}
+
+TEST(TunerJobs, CalibrationIsCachedAndReused) {
+  TempDir cache;
+  EXPECT_EQ(model_source_of_job(cache.path, "1"), "measured");
+  const auto files = std::vector<std::filesystem::directory_entry>(
+      std::filesystem::directory_iterator(cache.path + "/hoop"), {});
+  ASSERT_EQ(files.size(), 1u);
+  const std::string path = files[0].path().string();
+  EXPECT_EQ(path.rfind(cache.path + "/hoop/calibration-", 0), 0u) << path;
+  EXPECT_EQ(model_source_of_job(cache.path, "1"), "cache " + path);
+  EXPECT_EQ(model_source_of_job(cache.path, "0"), "defaults");
+  EXPECT_EQ(model_source_of_job(cache.path, "force"), "measured");
+  // A corrupt cache is measured again and rewritten.
+  { std::ofstream(path) << "{ not json"; }
+  EXPECT_EQ(model_source_of_job(cache.path, "1"), "measured");
+  EXPECT_TRUE(tuner::read_calibration_cache(path, true, false).has_value());
+}
+
+// hoop-sim, as users run it.
+struct ToolRun {
+  int status = -1;
+  std::string out;
+};
+
+ToolRun run_tool(const std::string& command) {
+  ToolRun r;
+  FILE* p = ::popen(command.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+TEST(TunerSim, PricesFourThousandRanks) {
+  const auto r = run_tool(std::string(HOOP_BIN_DIR) +
+                          "/hoop-sim --ranks 4096 --hosts 512 --link 200Gbps --latency 5us allreduce -b 1M -e 64M -f 8");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("4096 ranks on 512 hosts (8 per host)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sampled ranks"), std::string::npos) << r.out;
+  // One pick per size (1M, 8M, 64M); every ring row has 2(N-1) steps; no busbw above the link.
+  int picks = 0, rows = 0;
+  std::istringstream in(r.out);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("-> pick ") != std::string::npos) {
+      ++picks;
+      continue;
+    }
+    std::istringstream words(line);
+    std::vector<std::string> w{std::istream_iterator<std::string>(words), {}};
+    auto ring = std::find(w.begin(), w.end(), "ring");
+    if (ring == w.end() || w.size() < static_cast<size_t>(ring - w.begin()) + 5) continue;
+    ++rows;
+    const double busbw = std::stod(*(ring + 3));
+    EXPECT_GT(busbw, 0.0) << line;
+    EXPECT_LE(busbw, 25.0) << line;  // 200 Gbit/s
+    EXPECT_EQ(*(ring + 4), "8190") << line;
+  }
+  EXPECT_EQ(picks, 3) << r.out;
+  EXPECT_EQ(rows, 3) << r.out;
+}
+
+TEST(TunerSim, RejectsBadArguments) {
+  EXPECT_EQ(run_tool(std::string(HOOP_BIN_DIR) + "/hoop-sim --ranks 8 --link fast allreduce 2>&1").status, 2);
+  EXPECT_EQ(run_tool(std::string(HOOP_BIN_DIR) + "/hoop-sim --ranks 8 allsum 2>&1").status, 2);
+  const auto ok = run_tool(std::string(HOOP_BIN_DIR) + "/hoop-sim --ranks 6 --ranks-per-host 3 broadcast -r 4 -b 4K -e 4K");
+  ASSERT_EQ(ok.status, 0) << ok.out;
+  EXPECT_NE(ok.out.find("6 ranks on 2 hosts (3 per host), f32, root 4"), std::string::npos) << ok.out;
+  EXPECT_NE(ok.out.find("every rank evaluated"), std::string::npos) << ok.out;
+}
+
+}  // namespace
+}  // namespace hoop::test

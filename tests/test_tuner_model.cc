@@ -1,0 +1,298 @@
+// The tuner's cost model on hand-made schedules (exact numbers), selection, and HOOP_ALGO parsing.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "comm/algo_choice.h"
+#include "hoop/error.h"
+#include "schedule/schedule_builders.h"
+#include "tuner/cost_model.h"
+#include "tuner/predict.h"
+#include "tuner/tuner.h"
+
+namespace hoop {
+namespace {
+
+using schedule::Buf;
+using schedule::Range;
+using schedule::RankSchedule;
+using tuner::CostModel;
+using tuner::LinkView;
+
+// Round numbers: 1 us per message, 1 GB/s, reductions at 1 GB/s, copies free.
+CostModel round_model() {
+  CostModel m;
+  m.shm = {1e-6, 1e9, 1e9};
+  m.tcp = {10e-6, 1e9, 1e9};
+  m.gamma = 1e-9;
+  m.copy = 0;
+  m.overhead_fraction = 0.5;
+  m.slice_bytes = 262144;
+  return m;
+}
+
+RankSchedule one_step(std::vector<schedule::Action> actions) {
+  RankSchedule s;
+  s.algorithm = "hand";
+  s.steps.push_back({std::move(actions)});
+  return s;
+}
+
+Range elems(size_t n) { return Range{Buf::send, 0, n}; }
+
+TEST(TunerModel, OneMessageCostsAlphaPlusBytesOverBeta) {
+  const auto topo = schedule::Topology::single_host(2);
+  const LinkView links{&topo, LinkView::Force::none};
+  std::vector<RankSchedule> ranks = {one_step({schedule::send_to(1, elems(1000))}),
+                                     one_step({schedule::recv_copy_from(0, Range{Buf::recv, 0, 1000})})};
+  const auto p = tuner::predict_schedules(ranks, 4, links, round_model());
+  ASSERT_TRUE(p.applicable);
+  EXPECT_NEAR(p.seconds, 1e-6 + 4000 / 1e9, 1e-12);  // 5 us
+  EXPECT_EQ(p.steps, 1u);
+  EXPECT_EQ(p.max_link_bytes, 4000u);
+  EXPECT_EQ(p.max_rank_bytes_sent, 4000u);
+  EXPECT_EQ(p.ranks_evaluated, 2);
+  EXPECT_FALSE(p.sampled);
+}
+
+TEST(TunerModel, ReductionAddsGammaPerByte) {
+  const auto topo = schedule::Topology::single_host(2);
+  const LinkView links{&topo, LinkView::Force::none};
+  std::vector<RankSchedule> ranks = {
+      one_step({schedule::send_to(1, elems(1000))}),
+      one_step({schedule::recv_reduce_from(0, elems(1000), Range{Buf::recv, 0, 1000})})};
+  const auto p = tuner::predict_schedules(ranks, 4, links, round_model());
+  EXPECT_NEAR(p.seconds, 5e-6 + 4000 * 1e-9, 1e-12);  // 9 us, on the receiver
+  EXPECT_EQ(p.critical_rank, 1);
+}
+
+TEST(TunerModel, SendsOfOneStepShareTheEndpointAndPayTheExtraMessage) {
+  const auto topo = schedule::Topology::single_host(3);
+  const LinkView links{&topo, LinkView::Force::none};
+  std::vector<RankSchedule> ranks = {
+      one_step({schedule::send_to(1, elems(1000)), schedule::send_to(2, elems(1000))}),
+      one_step({schedule::recv_copy_from(0, Range{Buf::recv, 0, 1000})}),
+      one_step({schedule::recv_copy_from(0, Range{Buf::recv, 0, 1000})})};
+  const auto p = tuner::predict_schedules(ranks, 4, links, round_model());
+  // Rank 0: alpha * (1 + 0.5) + 8000 B / 1 GB/s.
+  EXPECT_NEAR(p.seconds, 1.5e-6 + 8e-6, 1e-12);
+  EXPECT_EQ(p.critical_rank, 0);
+}
+
+TEST(TunerModel, StepsAddUp) {
+  const auto topo = schedule::Topology::single_host(2);
+  const LinkView links{&topo, LinkView::Force::none};
+  RankSchedule a, b;
+  for (int k = 0; k < 3; ++k) {
+    a.steps.push_back({{schedule::send_to(1, elems(250))}});
+    b.steps.push_back({{schedule::recv_copy_from(0, Range{Buf::recv, 0, 250})}});
+  }
+  const auto p = tuner::predict_schedules({a, b}, 4, links, round_model());
+  EXPECT_NEAR(p.seconds, 3 * (1e-6 + 1000 / 1e9), 1e-12);
+  EXPECT_EQ(p.steps, 3u);
+  EXPECT_EQ(p.max_link_bytes, 3000u);
+}
+
+TEST(TunerModel, ForwardingChainWaitsOneSlicePerHop) {
+  const auto topo = schedule::Topology::single_host(3);
+  const LinkView links{&topo, LinkView::Force::none};
+  const size_t n = 1 << 20;  // 4 MiB of f32
+  std::vector<RankSchedule> ranks = {
+      one_step({schedule::send_to(1, elems(n))}),
+      one_step({schedule::recv_copy_from(0, Range{Buf::recv, 0, n}), schedule::send_to(2, Range{Buf::recv, 0, n}, 0)}),
+      one_step({schedule::recv_copy_from(1, Range{Buf::recv, 0, n})})};
+  const auto p = tuner::predict_schedules(ranks, 4, links, round_model());
+  const double message = 1e-6 + 4.0 * n / 1e9;
+  const double hop = 1e-6 + 262144 / 1e9;  // rank 1 forwards a slice after receiving it
+  EXPECT_NEAR(p.seconds, hop + message, 1e-12);
+  EXPECT_EQ(p.critical_rank, 2);
+}
+
+TEST(TunerModel, TcpRanksOfOneHostShareItsNic) {
+  // Hosts {0,1} and {2,3}: ranks 0 and 1 both send to the other host in the same step.
+  schedule::Topology topo;
+  topo.host_of_rank = {0, 0, 1, 1};
+  const LinkView links{&topo, LinkView::Force::none};
+  std::vector<RankSchedule> ranks = {one_step({schedule::send_to(2, elems(1000))}),
+                                     one_step({schedule::send_to(3, elems(1000))}),
+                                     one_step({schedule::recv_copy_from(0, Range{Buf::recv, 0, 1000})}),
+                                     one_step({schedule::recv_copy_from(1, Range{Buf::recv, 0, 1000})})};
+  CostModel m = round_model();
+  auto p = tuner::predict_schedules(ranks, 4, links, m);
+  EXPECT_NEAR(p.seconds, 10e-6 + 8000 / 1e9, 1e-12);  // 8000 B through one 1 GB/s NIC
+  EXPECT_EQ(p.max_host_tcp_bytes, 8000u);
+  m.tcp.endpoint_beta = 2e9;  // a NIC twice as fast as one connection
+  p = tuner::predict_schedules(ranks, 4, links, m);
+  EXPECT_NEAR(p.seconds, 10e-6 + 4000 / 1e9, 1e-12);
+  // Forcing shm prices the same schedules as one host.
+  const LinkView shm{&topo, LinkView::Force::shm};
+  p = tuner::predict_schedules(ranks, 4, shm, round_model());
+  EXPECT_NEAR(p.seconds, 1e-6 + 4000 / 1e9, 1e-12);
+}
+
+TEST(TunerModel, RingAllReducePricedFromItsSchedule) {
+  // 4 ranks, one host: 6 steps of one chunk each way; 3 of them reduce.
+  const auto topo = schedule::Topology::single_host(4);
+  schedule::CollectiveDesc d;
+  d.op = OpType::allreduce;
+  d.count = 4000;
+  d.nranks = 4;
+  d.topology = &topo;
+  const auto p = tuner::predict("ring", d, 4, LinkView{&topo, LinkView::Force::none}, round_model());
+  ASSERT_TRUE(p.applicable) << p.why_not;
+  const double chunk = 1000 * 4;
+  EXPECT_NEAR(p.seconds, 6 * (1e-6 + chunk / 1e9) + 3 * chunk * 1e-9, 1e-12);
+  EXPECT_EQ(p.steps, 6u);
+  EXPECT_EQ(p.max_rank_bytes_sent, 6 * 4000u);  // 2(N-1)/N * 16000 B
+}
+
+TEST(TunerModel, UnknownAlgorithmIsNotApplicable) {
+  schedule::CollectiveDesc d;
+  d.nranks = 4;
+  d.count = 16;
+  const auto p = tuner::predict("no-such-algorithm", d, 4, LinkView{}, round_model());
+  EXPECT_FALSE(p.applicable);
+  EXPECT_NE(p.why_not.find("no-such-algorithm"), std::string::npos) << p.why_not;
+}
+
+TEST(TunerModel, LargeJobsAreSampled) {
+  schedule::Topology topo;
+  for (int r = 0; r < 1024; ++r) topo.host_of_rank.push_back(r / 8);
+  schedule::CollectiveDesc d;
+  d.op = OpType::allreduce;
+  d.count = 1 << 20;
+  d.nranks = 1024;
+  d.topology = &topo;
+  const auto p = tuner::predict("ring", d, 4, LinkView{&topo, LinkView::Force::none}, round_model());
+  ASSERT_TRUE(p.applicable);
+  EXPECT_TRUE(p.sampled);
+  EXPECT_GE(p.ranks_evaluated, 16);
+  EXPECT_LE(p.ranks_evaluated, 64);
+  EXPECT_EQ(p.steps, 2u * 1023);
+  EXPECT_GT(p.seconds, 2 * 1023 * 1e-6);
+}
+
+TEST(TunerModel, JsonRoundTripIsExact) {
+  CostModel m = round_model();
+  m.shm.beta = 1.0 / 3.0 * 1e10;
+  m.gamma = 0.1 / 7;
+  m.source = "measured";
+  const CostModel back = tuner::model_from_json(tuner::to_json(m));
+  EXPECT_EQ(back.shm.beta, m.shm.beta);
+  EXPECT_EQ(back.gamma, m.gamma);
+  EXPECT_EQ(back.tcp.alpha, m.tcp.alpha);
+  EXPECT_EQ(back.slice_bytes, m.slice_bytes);
+  EXPECT_EQ(back.source, "measured");
+  EXPECT_THROW(tuner::model_from_json("{\"shm\": {\"alpha_s\": -1, \"beta_Bps\": 1}}"), Error);
+  EXPECT_THROW(tuner::model_from_json("not json"), Error);
+  const std::string table = tuner::to_table(m);
+  EXPECT_NE(table.find("shm"), std::string::npos);
+  EXPECT_NE(table.find("tcp"), std::string::npos);
+  EXPECT_NE(table.find("gamma"), std::string::npos);
+}
+
+// --- selection ---
+
+TEST(TunerSelect, BucketsArePowersOfTwo) {
+  EXPECT_EQ(tuner::count_bucket_representative(0), 0u);
+  EXPECT_EQ(tuner::count_bucket_representative(1), 1u);
+  EXPECT_EQ(tuner::count_bucket_representative(1000), 512u);
+  EXPECT_EQ(tuner::count_bucket_representative(1024), 1024u);
+}
+
+TEST(TunerSelect, BestIsTheFastestApplicableAndTiesGoFirst) {
+  tuner::Candidate a{"a", 1, {}}, b{"b", 1, {}}, c{"c", 1, {}};
+  a.prediction.applicable = true;
+  a.prediction.seconds = 2;
+  b.prediction.applicable = false;  // would be fastest, but cannot run
+  c.prediction.applicable = true;
+  c.prediction.seconds = 2;
+  EXPECT_EQ(tuner::Tuner::best({a, b, c}).algorithm, "a");
+  c.prediction.seconds = 1;
+  EXPECT_EQ(tuner::Tuner::best({a, b, c}).algorithm, "c");
+  EXPECT_EQ(tuner::Tuner::best({b}).algorithm, "");
+}
+
+// With a large per-message cost, a log-step algorithm wins small messages and the ring wins
+// large ones. Needs a log-step AllReduce in the registry.
+TEST(TunerSelect, LogStepAlgorithmWinsSmallRingWinsLarge) {
+  std::vector<std::string> log_step;
+  for (const auto& n : schedule::algorithms_for(OpType::allreduce)) {
+    if (n == "tree" || n == "recursive-doubling" || n == "halving-doubling") log_step.push_back(n);
+  }
+  if (log_step.empty()) GTEST_SKIP() << "no log-step AllReduce registered";
+  schedule::Topology topo;
+  for (int r = 0; r < 32; ++r) topo.host_of_rank.push_back(r);
+  CostModel m = round_model();
+  m.tcp = {1e-3, 1e9, 1e9};  // 1 ms per message
+  tuner::Tuner t(m, topo, LinkView::Force::none);
+  const auto names = detail::candidate_algorithms(OpType::allreduce);
+  schedule::CollectiveDesc d;
+  d.op = OpType::allreduce;
+  d.nranks = 32;
+  d.count = 256;
+  const auto small = t.choose(d, 4, names);
+  EXPECT_NE(small.algorithm, "ring");
+  EXPECT_TRUE(std::find(log_step.begin(), log_step.end(), small.algorithm) != log_step.end() ||
+              small.algorithm == "hierarchical")
+      << small.algorithm;
+  d.count = size_t{1} << 28;  // 1 GiB
+  m.tcp.alpha = 1e-6;
+  tuner::Tuner fast(m, topo, LinkView::Force::none);
+  EXPECT_EQ(fast.choose(d, 4, names, 1).algorithm, "ring");
+}
+
+TEST(TunerSelect, ChoiceIsCachedPerBucket) {
+  const auto topo = schedule::Topology::single_host(4);
+  tuner::Tuner t(round_model(), topo, LinkView::Force::none);
+  schedule::CollectiveDesc d;
+  d.op = OpType::allreduce;
+  d.nranks = 4;
+  d.count = 1000;
+  const auto names = detail::candidate_algorithms(OpType::allreduce);
+  const auto a = t.choose(d, 4, names);
+  d.count = 600;  // same bucket [512, 1024)
+  const auto b = t.choose(d, 4, names);
+  EXPECT_FALSE(a.algorithm.empty());
+  EXPECT_EQ(a.algorithm, b.algorithm);
+  EXPECT_EQ(a.predicted_seconds, b.predicted_seconds);  // priced once, at 512 elements
+  EXPECT_EQ(a.nchannels, 1);  // one host: no channels to spread over
+}
+
+// --- HOOP_ALGO ---
+
+TEST(TunerAlgoEnv, PerOpAndGlobalNames) {
+  EXPECT_EQ(detail::algorithm_from_text("allreduce:ring,reducescatter:ring", OpType::allreduce), "ring");
+  EXPECT_EQ(detail::algorithm_from_text("allreduce:ring,reducescatter:ring", OpType::allgather), "");
+  EXPECT_EQ(detail::algorithm_from_text("ring", OpType::allgather), "ring");
+  EXPECT_EQ(detail::algorithm_from_text("ring", OpType::barrier), "");  // not a barrier algorithm
+  EXPECT_EQ(detail::algorithm_from_text("chain", OpType::broadcast), "chain");
+  EXPECT_EQ(detail::algorithm_from_text("chain", OpType::allreduce), "");
+  EXPECT_EQ(detail::algorithm_from_text("ring,broadcast:chain", OpType::broadcast), "chain");
+  EXPECT_EQ(detail::algorithm_from_text("auto", OpType::allreduce), "");
+  EXPECT_EQ(detail::algorithm_from_text("allreduce:auto", OpType::allreduce), "");
+}
+
+TEST(TunerAlgoEnv, UnknownNamesListTheRegisteredOnes) {
+  try {
+    detail::algorithm_from_text("bogus", OpType::allreduce);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    const std::string what = e.what();
+    EXPECT_NE(what.find("'bogus'"), std::string::npos) << what;
+    for (const auto& name : detail::all_algorithm_names()) EXPECT_NE(what.find(name), std::string::npos) << what;
+  }
+  try {
+    detail::algorithm_from_text("allreduce:chain", OpType::allreduce);  // chain is not an AllReduce
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("'chain' for allreduce"), std::string::npos) << what;
+    EXPECT_NE(what.find("ring"), std::string::npos) << what;
+  }
+  EXPECT_THROW(detail::algorithm_from_text("allsum:ring", OpType::allreduce), Error);
+}
+
+}  // namespace
+}  // namespace hoop

@@ -1,0 +1,190 @@
+// hoop-sim: the library's schedules and cost model at any scale, with no network. For each
+// size, the predicted time and bus bandwidth of every algorithm that applies, the bytes per
+// rank, per link and per host, the step counts, and the tuner's pick.
+//   hoop-sim --ranks 4096 --hosts 512 --link 200Gbps --latency 5us allreduce -b 1K -e 1G -f 2
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "../bench/bench_math.h"
+#include "comm/algo_choice.h"
+#include "core/errors.h"
+#include "tuner/tuner.h"
+#include "units.h"
+
+namespace {
+
+using namespace hoop;
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "K", "M", "G", "T", "P"};
+  int u = 0;
+  while (b >= 1024 && u < 5) {
+    b /= 1024;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{:.0f}{}", b, units[u]) : fmt::format("{:.1f}{}", b, units[u]);
+}
+
+struct SimArgs {
+  int ranks = 8;
+  int hosts = 0;           // 0: from ranks_per_host, else one rank per host
+  int ranks_per_host = 0;  // 0: from hosts
+  std::string link, latency, stream, shm_bw, shm_latency, reduce_bw, model_file;
+  std::string collective, min_text = "1K", max_text = "1G", dtype_text = "f32", algo_text;
+  uint64_t factor = 2;
+  int root = 0;
+  int nchannels = 0;
+};
+
+[[noreturn]] void usage_error(const std::string& what) {
+  std::fprintf(stderr, "hoop-sim: %s\nRun with --help for more information.\n", what.c_str());
+  std::exit(2);
+}
+
+double rate_or_die(const std::string& text, const char* flag) {
+  const auto v = hoop::sim::parse_rate(text);
+  if (!v || *v <= 0) usage_error(fmt::format("bad {} '{}' (e.g. 200Gbps, 25GB/s)", flag, text));
+  return *v;
+}
+double duration_or_die(const std::string& text, const char* flag) {
+  const auto v = hoop::sim::parse_duration(text);
+  if (!v) usage_error(fmt::format("bad {} '{}' (e.g. 5us, 1.5ms)", flag, text));
+  return *v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  SimArgs a;
+  CLI::App app{
+      "hoop-sim: predicted time of hoop's algorithms from their schedules and the cost model, at\n"
+      "any number of ranks, with no network. Sizes are per-rank buffer bytes as in hoop-bench.",
+      "hoop-sim"};
+  app.add_option("collective", a.collective, "allreduce | reducescatter | allgather | broadcast | reduce")
+      ->required();
+  app.add_option("--ranks", a.ranks, "number of ranks")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  auto* hosts_opt = app.add_option("--hosts", a.hosts, "hosts, ranks spread in blocks (default: one rank per host)")
+                        ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--ranks-per-host", a.ranks_per_host, "ranks per host (instead of --hosts)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->excludes(hosts_opt);
+  app.add_option("--link", a.link, "a host's network rate (tcp endpoint), e.g. 200Gbps, 25GB/s");
+  app.add_option("--stream", a.stream, "rate of one connection (default: --link)");
+  app.add_option("--latency", a.latency, "per-message latency between hosts, e.g. 5us");
+  app.add_option("--shm-bw", a.shm_bw, "shared-memory copy rate of a rank");
+  app.add_option("--shm-latency", a.shm_latency, "per-message latency within a host");
+  app.add_option("--reduce-bw", a.reduce_bw, "reduction rate of a core, e.g. 10GB/s");
+  app.add_option("--model", a.model_file, "a cost model JSON file (a calibration cache file works)");
+  app.add_option("-b,--minbytes", a.min_text, "smallest size")->capture_default_str();
+  app.add_option("-e,--maxbytes", a.max_text, "largest size")->capture_default_str();
+  app.add_option("-f,--stepfactor", a.factor, "size factor")->capture_default_str()->check(CLI::Range(2, 1 << 20));
+  app.add_option("-d,--datatype", a.dtype_text, "element type")->capture_default_str();
+  app.add_option("-r,--root", a.root, "root of broadcast and reduce")->capture_default_str();
+  app.add_option("--algo", a.algo_text, "only these algorithms (NAME[,NAME...])");
+  app.add_option("--nchannels", a.nchannels, "force the channel count")->check(CLI::Range(1, 64));
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    const auto op = parse_optype(a.collective);
+    if (!op || !hoop::bench::is_benchmarked(*op)) usage_error(fmt::format("unknown collective '{}'", a.collective));
+    const auto dt = parse_dtype(a.dtype_text);
+    if (!dt) usage_error(fmt::format("unknown datatype '{}'", a.dtype_text));
+    const auto min_b = hoop::bench::parse_bytes(a.min_text), max_b = hoop::bench::parse_bytes(a.max_text);
+    if (!min_b || !max_b || *min_b > *max_b) usage_error("bad size range");
+    if (a.root < 0 || a.root >= a.ranks) usage_error(fmt::format("--root {} is not a rank of {}", a.root, a.ranks));
+
+    // Topology: ranks in blocks of `per` consecutive ranks per host.
+    const int per = a.ranks_per_host > 0 ? a.ranks_per_host
+                    : a.hosts > 0        ? (a.ranks + a.hosts - 1) / a.hosts
+                                         : 1;
+    schedule::Topology topo;
+    for (int r = 0; r < a.ranks; ++r) topo.host_of_rank.push_back(r / per);
+
+    tuner::CostModel model = a.model_file.empty() ? tuner::CostModel{} : tuner::load_model_file(a.model_file);
+    if (a.model_file.empty()) model.source = "hoop-sim defaults";
+    if (!a.link.empty()) {
+      model.tcp.endpoint_beta = rate_or_die(a.link, "--link");
+      model.tcp.beta = model.tcp.endpoint_beta;
+    }
+    if (!a.stream.empty()) model.tcp.beta = rate_or_die(a.stream, "--stream");
+    if (!a.latency.empty()) model.tcp.alpha = duration_or_die(a.latency, "--latency");
+    if (!a.shm_bw.empty()) model.shm.beta = model.shm.endpoint_beta = rate_or_die(a.shm_bw, "--shm-bw");
+    if (!a.shm_latency.empty()) model.shm.alpha = duration_or_die(a.shm_latency, "--shm-latency");
+    if (!a.reduce_bw.empty()) model.gamma = 1.0 / rate_or_die(a.reduce_bw, "--reduce-bw");
+
+    std::vector<std::string> names = hoop::detail::candidate_algorithms(*op);
+    if (!a.algo_text.empty()) {
+      names.clear();
+      std::string item;
+      for (char ch : a.algo_text + ",") {
+        if (ch != ',') { item += ch; continue; }
+        if (!item.empty()) names.push_back(item);
+        item.clear();
+      }
+    }
+    const std::optional<int> channels = a.nchannels > 0 ? std::optional<int>(a.nchannels) : std::nullopt;
+    tuner::Tuner tuner(model, topo, tuner::LinkView::Force::none);
+
+    const size_t elem = dtype_size(*dt);
+    const bool half_reduce = (*dt == DataType::f16 || *dt == DataType::bf16) && *op != OpType::allgather &&
+                             *op != OpType::broadcast;
+    const size_t priced_elem = half_reduce ? sizeof(float) : elem;
+    hoop::bench::SizeSteps steps;
+    steps.min_bytes = *min_b;
+    steps.max_bytes = *max_b;
+    steps.factor = a.factor;
+    const auto layouts = hoop::bench::plan_layouts(hoop::bench::size_sequence(steps), *op, elem, a.ranks);
+
+    std::printf("# hoop-sim %s: %d ranks on %d hosts (%d per host), %s%s\n", a.collective.c_str(), a.ranks,
+                topo.nhosts(), per, a.dtype_text.c_str(),
+                hoop::bench::has_root(*op) ? fmt::format(", root {}", a.root).c_str() : "");
+    std::fputs(tuner::to_table(model).c_str(), stdout);
+    std::printf("# %s\n", a.ranks <= 64 ? "every rank evaluated"
+                                        : "sampled ranks evaluated (whole hosts: rank 0's, the last rank's, the "
+                                          "root's, spread ones; ranks in lockstep)");
+    std::printf("#\n# %12s %12s  %-20s %3s %12s %12s %8s %10s %10s %10s\n", "size", "count", "algorithm", "ch",
+                "time(us)", "busbw(GB/s)", "steps", "sent/rank", "max/link", "tcp/host");
+    const double factor = hoop::bench::busbw_factor(*op, a.ranks);
+    for (const auto& l : layouts) {
+      schedule::CollectiveDesc d;
+      d.op = *op;
+      d.count = l.op_count;
+      d.nranks = a.ranks;
+      d.root = a.root;
+      d.topology = &tuner.topology();
+      const auto priced = tuner.price_all(d, priced_elem, names, channels);
+      const auto pick = tuner::Tuner::best(priced);
+      bool first = true;
+      for (const auto& c : priced) {
+        const auto& p = c.prediction;
+        const std::string size_col = first ? fmt::format("{:12} {:12}", l.bytes, l.count) : fmt::format("{:25}", "");
+        first = false;
+        if (!p.applicable) {
+          std::printf("  %s  %-20s %3d %12s   (%s)\n", size_col.c_str(), c.algorithm.c_str(), c.nchannels, "n/a",
+                      p.why_not.c_str());
+          continue;
+        }
+        const double us = p.seconds * 1e6;
+        const double busbw = hoop::bench::algbw_gbps(l.bytes, us) * factor;
+        std::printf("  %s  %-20s %3d %12.2f %12.3f %8zu %10s %10s %10s\n", size_col.c_str(), c.algorithm.c_str(),
+                    c.nchannels, us, busbw, p.steps, human_bytes(static_cast<double>(p.max_rank_bytes_sent)).c_str(),
+                    human_bytes(static_cast<double>(p.max_link_bytes)).c_str(),
+                    human_bytes(static_cast<double>(p.max_host_tcp_bytes)).c_str());
+      }
+      if (pick.algorithm.empty()) {
+        std::printf("  %25s  -> no applicable algorithm\n", "");
+      } else {
+        std::printf("  %25s  -> pick %s (%d channel%s), %.2f us\n", "", pick.algorithm.c_str(), pick.nchannels,
+                    pick.nchannels == 1 ? "" : "s", pick.predicted_seconds * 1e6);
+      }
+    }
+    return 0;
+  } catch (const hoop::Error& e) {
+    std::fprintf(stderr, "hoop-sim: %s\n", e.what());
+    return 1;
+  }
+}
