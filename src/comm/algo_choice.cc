@@ -8,6 +8,7 @@
 #include "core/env.h"
 #include "core/errors.h"
 #include "core/log.h"
+#include "direct/direct_rule.h"
 #include "schedule/schedule.h"
 
 namespace hoop::detail {
@@ -77,7 +78,10 @@ std::string algorithm_from_env(OpType op) {
 
 std::string algorithm_from_text(const std::string& text, OpType op) { return lookup(parse(text), op); }
 
-std::vector<std::string> fast_path_algorithms(OpType /*op*/) { return {}; }
+std::vector<std::string> fast_path_algorithms(OpType op) {
+  if (direct::supports(op)) return {std::string(direct::kAlgorithmName)};
+  return {};
+}
 
 std::vector<std::string> candidate_algorithms(OpType op) {
   auto names = schedule::algorithms_for(op);

@@ -12,6 +12,7 @@
 #include "core/errors.h"
 #include "core/hash.h"
 #include "core/log.h"
+#include "direct/direct_comm.h"
 #include "kernels/reduce.h"
 #include "transport/shm/shm_transport.h"
 
@@ -263,7 +264,13 @@ void CommImpl::execute(const OpTask& t) {
       run_schedule(schedule::signature_ring(size(), rank_), t.dtype, engine::Buffers{}, check, timeout);
     }
     const AlgoChoice choice = choose_algorithm(t);
-    const std::string& algo = choice.name;
+    std::string algo = choice.name;
+    if (algo == direct::kAlgorithmName && direct_applicable(t)) {
+      run_direct(t, timeout);
+      ++ops_done_;
+      return;
+    }
+    if (algo == direct::kAlgorithmName) algo.clear();  // forced, not applicable here: the default
     OpTask task = t;
     task.desc.nchannels = choice.nchannels;
     if (is_half(t.dtype) && is_reducing(t.desc.op)) {
@@ -277,6 +284,36 @@ void CommImpl::execute(const OpTask& t) {
     if (e.code() == ErrorCode::invalid_argument) throw;
     fail(e);
   }
+}
+
+bool CommImpl::direct_applicable(const OpTask& t) const {
+  return direct::supports(t.desc.op) && transport_mode_ != "tcp" && local_size_ == size();
+}
+
+void CommImpl::run_direct(const OpTask& t, std::chrono::milliseconds timeout) {
+  if (!direct_) {
+    direct::CommParams p;
+    p.job_id = job_->job_id;
+    p.comm_id = comm_id_;
+    p.rank = rank_;
+    p.nranks = size();
+    for (const auto& peer : peers_) p.pids.push_back(static_cast<pid_t>(peer.pid));
+    p.store = job_->store;
+    p.spin = direct::SpinPolicy{engine_.config().spin, engine_.config().yield_while_spinning};
+    direct_ = std::make_unique<direct::DirectComm>(std::move(p), waiter_, abort_flag_);
+  }
+  direct::Call c;
+  c.op = t.desc.op;
+  c.dtype = t.dtype;
+  c.redop = t.desc.redop;
+  c.count = t.desc.count;
+  c.root = t.desc.root;
+  c.send = t.send;
+  c.recv = t.recv;
+  c.seq = t.seq;
+  HOOP_TRACE("{} #{}: {}", to_string(c.op), c.seq, direct::kAlgorithmName);
+  direct_->run(c, timeout);
+  last_algorithm_ = direct::kAlgorithmName;
 }
 
 void CommImpl::run_schedule(const schedule::RankSchedule& s, DataType elem, const engine::Buffers& bufs,
@@ -405,6 +442,7 @@ void CommImpl::fail(const Error& e) {
 }
 
 void CommImpl::poison_links(const std::string& reason) noexcept {
+  if (direct_) direct_->poison(reason);
   for (auto& per_channel : links_) {
     for (auto& l : per_channel) {
       if (l) l->poison(reason);

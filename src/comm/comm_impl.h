@@ -21,6 +21,10 @@
 #include "transport/waiter.h"
 #include "tuner/tuner.h"
 
+namespace hoop::direct {
+class DirectComm;
+}
+
 namespace hoop::detail {
 
 // What every rank publishes about itself at start-up.
@@ -75,6 +79,10 @@ class CommImpl {
   void set_timeout(std::chrono::milliseconds t) { timeout_ms_.store(t.count()); }
   std::chrono::milliseconds timeout() const { return std::chrono::milliseconds(timeout_ms_.load()); }
 
+  // shm-direct can run this call: it implements the collective, every rank of the
+  // communicator is on this host and the transport is not forced to TCP.
+  bool direct_applicable(const OpTask& t) const;
+
   CommStats stats();
   void reset_stats();
   std::string last_algorithm();
@@ -97,6 +105,7 @@ class CommImpl {
                     const engine::OpIdentity& id, std::chrono::milliseconds timeout);
   void run_half_precision(const OpTask& t, const std::string& algo, engine::OpIdentity id,
                           std::chrono::milliseconds timeout);
+  void run_direct(const OpTask& t, std::chrono::milliseconds timeout);
   transport::Link& link(int peer, int channel, TimePoint deadline);
   void fail(const Error& e);
   void poison_links(const std::string& reason) noexcept;
@@ -122,6 +131,7 @@ class CommImpl {
   engine::ScratchPool scratch_;
   engine::ScratchPool staging_;  // f32 copies for f16/bf16 reductions
   std::vector<engine::PeerCounters> counters_;
+  std::unique_ptr<direct::DirectComm> direct_;  // the shm-direct region, made at first use
   const bool signature_check_;  // HOOP_CHECK=1: compare every collective's call across ranks first
   uint64_t ops_done_ = 0;
   std::string last_algorithm_;

@@ -37,6 +37,7 @@ Prediction shm_direct(const schedule::CollectiveDesc& d, size_t elem, const Link
       reduced = (n - 1) / n * bytes;
       syncs = 2;
       break;
+    case OpType::barrier: break;  // one synchronisation, no data
     default: p.why_not = "shm-direct does not implement this collective"; return p;
   }
   p.applicable = true;

@@ -14,6 +14,7 @@
 
 #include "bench_args.h"
 #include "bench_math.h"
+#include "direct/direct_rule.h"
 #include "explain.h"
 #include "report.h"
 #include "runner.h"
@@ -56,7 +57,9 @@ int run_benchmark(Communicator& comm, const BenchConfig& cfg) {
     throw UsageError(2, fmt::format("hoop-bench: --root {} is not a rank of {}\n", cfg.root,
                                     comm.size()));
   }
-  const auto algos = resolve_algos(cfg.algos, schedule::algorithms_for(cfg.collective));
+  auto available = schedule::algorithms_for(cfg.collective);
+  if (direct::supports(cfg.collective)) available.emplace_back(direct::kAlgorithmName);
+  const auto algos = resolve_algos(cfg.algos, available);
   const auto layouts = plan_layouts(size_sequence(cfg.sizes), cfg.collective,
                                     dtype_size(cfg.dtype), comm.size());
   std::optional<Report> report = open_report(comm, cfg);

@@ -1,54 +1,20 @@
 #include "transport/shm/shm_link.h"
 
 #include <sched.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
-#include <optional>
-#include <sstream>
 
 #include "core/clock.h"
 #include "core/errors.h"
+#include "transport/shm/process_liveness.h"
 #include "transport/waiter.h"
 
 namespace hoop::transport::shm {
-
-namespace {
-
-struct ProcessState {
-  char state = '?';         // R, S, D, Z (zombie), X (dead)...
-  uint64_t start_time = 0;  // clock ticks after boot: tells a recycled pid apart
-};
-
-// nullopt when /proc has no entry for the pid (the process is gone, or /proc is missing).
-std::optional<ProcessState> read_process_state(pid_t pid) {
-  char path[64];
-  std::snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so parse after the
-  // last ')'. The fields after it are numbered from 3 (state); starttime is field 22.
-  const size_t close = text.rfind(')');
-  if (close == std::string::npos) return std::nullopt;
-  std::istringstream fields(text.substr(close + 1));
-  ProcessState st;
-  fields >> st.state;
-  std::string skip;
-  for (int field = 4; field < 22 && fields; ++field) fields >> skip;
-  fields >> st.start_time;
-  return st;
-}
-
-}  // namespace
 
 ShmLink::ShmLink(void* base, size_t mapped_bytes, int my_rank, int peer_rank, pid_t peer_pid,
                  std::string segment_name)
@@ -181,19 +147,7 @@ void ShmLink::check_peer_alive() {
   throw_if_poisoned(*in_);
   const pid_t pid = peer_pid();
   if (pid <= 0) return;  // the peer has not attached yet and its pid was not given
-  bool alive = !(kill(pid, 0) == -1 && errno == ESRCH);
-  if (alive) {
-    // kill() succeeds on a zombie (dead, not yet reaped by its parent) and on a recycled pid.
-    if (const auto st = read_process_state(pid)) {
-      if (st->state == 'Z' || st->state == 'X') alive = false;
-      if (watched_pid_ != pid) {
-        watched_pid_ = pid;
-        watched_start_time_ = st->start_time;
-      } else if (st->start_time != watched_start_time_) {
-        alive = false;
-      }
-    }
-  }
+  const bool alive = liveness_.alive(pid);
   // Bytes it wrote before exiting are still good: report the death once they are read.
   if (!alive && in_->write_pos.load(std::memory_order_acquire) == read_pos_)
     throw_error(ErrorCode::peer_failure,

@@ -20,6 +20,7 @@
 
 #include "hoop/error.h"
 #include "transport/link.h"
+#include "transport/shm/process_liveness.h"
 #include "transport/shm/shm_layout.h"
 
 namespace hoop::transport::shm {
@@ -76,8 +77,7 @@ class ShmLink final : public Link {
 
   // Identity of the peer process seen by the first liveness check (its start time), so that
   // a recycled pid is not mistaken for the peer.
-  pid_t watched_pid_ = 0;
-  uint64_t watched_start_time_ = 0;
+  ProcessLiveness liveness_;
 };
 
 }  // namespace hoop::transport::shm

@@ -1,0 +1,103 @@
+// shm-direct: collectives among the ranks of one host through one shared region, instead of
+// N-1 ring hops over pairwise links.
+//
+//  - Small messages (input up to Tunables::small_bytes): every rank copies its input into its
+//    cell with the op number as flag, then reads every cell and computes its own result,
+//    reducing in rank order, so all ranks get bit-identical results. Two cells per rank
+//    (alternating ops) let a rank start the next op while slow peers still read the last.
+//  - Large messages: pipelined chunks. Each rank copies its chunk into its slot (all but the
+//    part it reduces itself), reduces its 1/N part reading every peer's slot (rank order,
+//    vectorized kernels), leaves the result in its own slot, and every rank copies the other
+//    parts out. `stages` slots per rank keep several chunks in flight.
+//
+// f16/bf16 reductions run on f32 copies and round once, like the schedule-based path.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "direct/direct_region.h"
+#include "direct/direct_rule.h"
+#include "direct/direct_sync.h"
+#include "engine/scratch.h"
+#include "hoop/store.h"
+#include "hoop/types.h"
+#include "transport/waiter.h"
+
+namespace hoop::direct {
+
+struct Call {
+  OpType op = OpType::allreduce;
+  DataType dtype = DataType::f32;
+  RedOp redop = RedOp::sum;
+  size_t count = 0;  // as in CollectiveDesc: reducescatter recvcount, allgather sendcount
+  int root = 0;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  uint64_t seq = 0;  // the communicator's sequence number (for errors and the signature)
+};
+
+struct CommParams {
+  std::string job_id;
+  uint64_t comm_id = 0;
+  int rank = 0;
+  int nranks = 1;
+  std::vector<pid_t> pids;
+  std::shared_ptr<Store> store;
+  SpinPolicy spin;
+};
+
+class DirectComm {
+ public:
+  DirectComm(CommParams p, transport::Waiter& waiter, const std::atomic<bool>& abort_flag);
+  ~DirectComm();
+
+  // Runs one collective to completion. Throws hoop::Error (timeout naming the peer, peer
+  // failure, mismatch, aborted); the caller then poisons the region.
+  void run(const Call& c, std::chrono::milliseconds timeout);
+  // Fails every rank's current and later operations on the region (no-op before it exists).
+  void poison(const std::string& reason) noexcept;
+
+ private:
+  void ensure_region(const ErrorContext& ctx, std::chrono::milliseconds timeout);
+  void run_native(const Call& c);  // dtype as given (f16/bf16 reductions already widened)
+  void run_half(const Call& c);
+  OpSignature signature(const Call& c) const;
+  size_t input_bytes(const Call& c) const;
+
+  // Small-message path (cells).
+  void small(const Call& c);
+  const std::byte* small_cell(int peer, int buffer, uint64_t n, const OpSignature& sig);
+
+  // Large-message path (chunk slots).
+  void large_allreduce(const Call& c, bool only_root_gets_result);
+  void large_reducescatter(const Call& c);
+  void large_allgather(const Call& c);
+  void large_broadcast(const Call& c);
+  // Waits until every rank released stage (g % stages) of chunk g - stages.
+  void wait_stage_free(uint64_t g);
+  void publish_chunk_in(uint64_t g, const OpSignature& sig);
+  void wait_chunk_in(int peer, uint64_t g, const OpSignature& sig);
+  void wait_chunk_reduced(int peer, uint64_t g);
+  void set_chunk_reduced(uint64_t g);
+  void set_chunk_done(uint64_t g);
+
+  CommParams p_;
+  transport::Waiter& waiter_;
+  const std::atomic<bool>& abort_;
+  std::unique_ptr<Region> region_;
+  std::unique_ptr<Sync> sync_;
+  size_t small_limit_ = 0;
+  OpSignature current_sig_;
+  uint64_t ops_ = 0;        // ops run on the region (identical on every rank)
+  uint64_t small_ops_ = 0;  // small ops run on the region (identical on every rank)
+  uint64_t chunks_ = 0;     // chunks run on the region (identical on every rank)
+  engine::ScratchPool staging_;
+};
+
+}  // namespace hoop::direct

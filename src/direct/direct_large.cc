@@ -1,0 +1,291 @@
+// The large-message path of shm-direct: pipelined chunks through per-rank slots.
+//
+// Chunk g (counted over every large op on the region, identically on every rank) uses stage
+// g % stages of every rank's slots. A rank publishes three counters per chunk: chunk_in (its
+// slot holds its input), chunk_reduced (its part of the slot holds the reduced result) and
+// chunk_done (it no longer reads anyone's slot for this chunk). A slot stage is rewritten only
+// once every rank is done with the chunk that used it before.
+#include <algorithm>
+#include <cstring>
+
+#include "core/errors.h"
+#include "direct/direct_comm.h"
+#include "kernels/reduce.h"
+
+namespace hoop::direct {
+
+namespace {
+
+struct Part {
+  size_t lo = 0, hi = 0;  // elements within the chunk
+  size_t count() const { return hi - lo; }
+};
+
+// Part p of a chunk of `len` elements split N ways, cut at 64-byte boundaries.
+Part part_of(size_t len, int p, int nranks, size_t esize) {
+  const size_t align = std::max<size_t>(1, kLine / esize);
+  const size_t per = round_up((len + static_cast<size_t>(nranks) - 1) / static_cast<size_t>(nranks), align);
+  const size_t lo = std::min(len, per * static_cast<size_t>(p));
+  return {lo, std::min(len, lo + per)};
+}
+
+bool overlaps(const void* a, size_t abytes, const void* b, size_t bbytes) {
+  const auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+  return abytes > 0 && bbytes > 0 && pa < pb + bbytes && pb < pa + abytes;
+}
+
+}  // namespace
+
+void DirectComm::wait_stage_free(uint64_t g) {
+  const uint64_t stages = region_->geometry().stages;
+  if (g < stages) return;
+  const uint64_t need = g - stages + 1;  // chunk g - stages finished
+  for (int p = 0; p < p_.nranks; ++p) {
+    if (p == p_.rank) continue;
+    RankControl& pc = region_->control(p);
+    sync_->wait(p, "finish reading an earlier chunk",
+                [&] { return pc.chunk_done.load(std::memory_order_acquire) >= need; });
+  }
+}
+
+void DirectComm::publish_chunk_in(uint64_t g, const OpSignature& sig) {
+  SlotHeader& h = region_->slot_header(p_.rank, g % region_->geometry().stages);
+  h.chunk = g + 1;
+  h.sig = sig;
+  region_->control(p_.rank).chunk_in.store(g + 1, std::memory_order_release);
+  sync_->notify();
+}
+
+void DirectComm::wait_chunk_in(int peer, uint64_t g, const OpSignature& sig) {
+  RankControl& pc = region_->control(peer);
+  sync_->wait(peer, "publish its data", [&] { return pc.chunk_in.load(std::memory_order_acquire) >= g + 1; });
+  const SlotHeader& h = region_->slot_header(peer, g % region_->geometry().stages);
+  if (h.chunk != g + 1)
+    throw_error(ErrorCode::mismatch,
+                fmt::format("rank {} is at shm-direct chunk {}, this rank at {}: the ranks called "
+                            "different collectives",
+                            peer, h.chunk, g + 1),
+                ErrorContext{p_.rank, sync_->context().op, sig.seq, peer});
+  if (!(h.sig == sig)) sync_->raise_mismatch(peer, sig, h.sig);
+}
+
+void DirectComm::wait_chunk_reduced(int peer, uint64_t g) {
+  RankControl& pc = region_->control(peer);
+  sync_->wait(peer, "reduce its part", [&] { return pc.chunk_reduced.load(std::memory_order_acquire) >= g + 1; });
+}
+
+void DirectComm::set_chunk_reduced(uint64_t g) {
+  region_->control(p_.rank).chunk_reduced.store(g + 1, std::memory_order_release);
+  sync_->notify();
+}
+
+void DirectComm::set_chunk_done(uint64_t g) {
+  region_->control(p_.rank).chunk_done.store(g + 1, std::memory_order_release);
+  sync_->notify();
+}
+
+// AllReduce (and Reduce when only_root_gets_result): copy in all but the own part, reduce the
+// own part from every slot in rank order, copy the other parts out.
+void DirectComm::large_allreduce(const Call& c, bool only_root_gets_result) {
+  const int n = p_.nranks, me = p_.rank;
+  const size_t es = dtype_size(c.dtype);
+  const size_t stages = region_->geometry().stages;
+  const size_t chunk = region_->geometry().chunk_bytes / es;
+  const size_t nchunks = (c.count + chunk - 1) / chunk;
+  const uint64_t g0 = chunks_;
+  chunks_ += nchunks;
+  const OpSignature sig = current_sig_;
+  const bool gets_result = !only_root_gets_result || me == c.root;
+  const auto* send = static_cast<const std::byte*>(c.send);
+  auto* recv = static_cast<std::byte*>(c.recv);
+  const auto len_of = [&](size_t k) { return std::min(chunk, c.count - k * chunk); };
+
+  const auto copy_in = [&](size_t k) {
+    const uint64_t g = g0 + k;
+    wait_stage_free(g);
+    const size_t len = len_of(k);
+    const Part own = part_of(len, me, n, es);
+    std::byte* dst = region_->slot(me, g % stages);
+    const std::byte* src = send + k * chunk * es;
+    std::memcpy(dst, src, own.lo * es);
+    std::memcpy(dst + own.hi * es, src + own.hi * es, (len - own.hi) * es);
+    publish_chunk_in(g, sig);
+  };
+  const auto reduce_own = [&](size_t k) {
+    const uint64_t g = g0 + k;
+    const size_t s = g % stages;
+    const Part own = part_of(len_of(k), me, n, es);
+    if (own.count() > 0) {
+      for (int p = 0; p < n; ++p)
+        if (p != me) wait_chunk_in(p, g, sig);
+      const size_t at = (k * chunk + own.lo) * es;
+      const auto src = [&](int q) -> const std::byte* {
+        return q == me ? send + at : region_->slot(q, s) + own.lo * es;
+      };
+      std::byte* dst = region_->slot(me, s) + own.lo * es;
+      kernels::reduce(dst, src(0), src(1), own.count(), c.dtype, c.redop);
+      for (int q = 2; q < n; ++q) kernels::reduce(dst, dst, src(q), own.count(), c.dtype, c.redop);
+      if (c.redop == RedOp::avg) kernels::finish_avg(dst, own.count(), c.dtype, n);
+      if (gets_result) std::memcpy(recv + at, dst, own.count() * es);
+    }
+    set_chunk_reduced(g);
+  };
+  const auto copy_out = [&](size_t k) {
+    const uint64_t g = g0 + k;
+    if (gets_result) {
+      const size_t len = len_of(k);
+      for (int p = 0; p < n; ++p) {
+        const Part part = part_of(len, p, n, es);
+        if (p == me || part.count() == 0) continue;
+        wait_chunk_reduced(p, g);
+        std::memcpy(recv + (k * chunk + part.lo) * es, region_->slot(p, g % stages) + part.lo * es,
+                    part.count() * es);
+      }
+    }
+    set_chunk_done(g);
+  };
+
+  // With two or more stages the next chunk is copied in between reducing this one and
+  // collecting the peers' parts, which hides how far apart the ranks finish their reductions.
+  copy_in(0);
+  for (size_t k = 0; k < nchunks; ++k) {
+    reduce_own(k);
+    if (stages > 1 && k + 1 < nchunks) copy_in(k + 1);
+    copy_out(k);
+    if (stages == 1 && k + 1 < nchunks) copy_in(k + 1);
+  }
+}
+
+// ReduceScatter: block p of every rank's input goes to rank p. A chunk holds the same
+// sub-range of every block.
+void DirectComm::large_reducescatter(const Call& c) {
+  const int n = p_.nranks, me = p_.rank;
+  const size_t es = dtype_size(c.dtype);
+  const size_t stages = region_->geometry().stages;
+  const size_t align = std::max<size_t>(1, kLine / es);
+  size_t per_block = region_->geometry().chunk_bytes / static_cast<size_t>(n) / es;
+  if (per_block >= align) per_block = per_block / align * align;
+  per_block = std::max<size_t>(per_block, 1);
+  const size_t nchunks = (c.count + per_block - 1) / per_block;
+  const uint64_t g0 = chunks_;
+  chunks_ += nchunks;
+  const OpSignature sig = current_sig_;
+  const auto* send = static_cast<const std::byte*>(c.send);
+  auto* recv = static_cast<std::byte*>(c.recv);
+  const size_t block_bytes = c.count * es;
+  const bool reduce_into_recv = !overlaps(recv, block_bytes, send, block_bytes * static_cast<size_t>(n));
+  const auto len_of = [&](size_t k) { return std::min(per_block, c.count - k * per_block); };
+
+  const auto copy_in = [&](size_t k) {
+    const uint64_t g = g0 + k;
+    wait_stage_free(g);
+    const size_t len = len_of(k);
+    std::byte* slot = region_->slot(me, g % stages);
+    for (int p = 0; p < n; ++p) {
+      if (p == me) continue;
+      std::memcpy(slot + static_cast<size_t>(p) * per_block * es,
+                  send + (static_cast<size_t>(p) * c.count + k * per_block) * es, len * es);
+    }
+    publish_chunk_in(g, sig);
+  };
+  const auto reduce_own = [&](size_t k) {
+    const uint64_t g = g0 + k;
+    const size_t s = g % stages;
+    const size_t len = len_of(k);
+    for (int p = 0; p < n; ++p)
+      if (p != me) wait_chunk_in(p, g, sig);
+    const size_t in_slot = static_cast<size_t>(me) * per_block * es;
+    const auto src = [&](int q) -> const std::byte* {
+      return q == me ? send + (static_cast<size_t>(me) * c.count + k * per_block) * es
+                     : region_->slot(q, s) + in_slot;
+    };
+    std::byte* out = recv + k * per_block * es;
+    // In place, the output is the own input block: reduce into the free own part of the slot.
+    std::byte* dst = reduce_into_recv ? out : region_->slot(me, s) + in_slot;
+    kernels::reduce(dst, src(0), src(1), len, c.dtype, c.redop);
+    for (int q = 2; q < n; ++q) kernels::reduce(dst, dst, src(q), len, c.dtype, c.redop);
+    if (c.redop == RedOp::avg) kernels::finish_avg(dst, len, c.dtype, n);
+    if (dst != out) std::memcpy(out, dst, len * es);
+    set_chunk_done(g);
+  };
+
+  copy_in(0);
+  for (size_t k = 0; k < nchunks; ++k) {
+    reduce_own(k);
+    if (k + 1 < nchunks) copy_in(k + 1);
+  }
+}
+
+void DirectComm::large_allgather(const Call& c) {
+  const int n = p_.nranks, me = p_.rank;
+  const size_t es = dtype_size(c.dtype);
+  const size_t stages = region_->geometry().stages;
+  const size_t chunk = region_->geometry().chunk_bytes / es;
+  const size_t nchunks = (c.count + chunk - 1) / chunk;
+  const uint64_t g0 = chunks_;
+  chunks_ += nchunks;
+  const OpSignature sig = current_sig_;
+  const auto* send = static_cast<const std::byte*>(c.send);
+  auto* recv = static_cast<std::byte*>(c.recv);
+  const auto len_of = [&](size_t k) { return std::min(chunk, c.count - k * chunk); };
+
+  const auto copy_in = [&](size_t k) {
+    const uint64_t g = g0 + k;
+    wait_stage_free(g);
+    std::memcpy(region_->slot(me, g % stages), send + k * chunk * es, len_of(k) * es);
+    publish_chunk_in(g, sig);
+  };
+  const auto copy_out = [&](size_t k) {
+    const uint64_t g = g0 + k;
+    const size_t len = len_of(k);
+    std::byte* own = recv + (static_cast<size_t>(me) * c.count + k * chunk) * es;
+    if (own != send + k * chunk * es) std::memmove(own, send + k * chunk * es, len * es);
+    for (int p = 0; p < n; ++p) {
+      if (p == me) continue;
+      wait_chunk_in(p, g, sig);
+      std::memcpy(recv + (static_cast<size_t>(p) * c.count + k * chunk) * es,
+                  region_->slot(p, g % stages), len * es);
+    }
+    set_chunk_done(g);
+  };
+
+  // With two or more stages the next chunk goes in before this one is collected.
+  copy_in(0);
+  for (size_t k = 0; k < nchunks; ++k) {
+    if (stages > 1 && k + 1 < nchunks) copy_in(k + 1);
+    copy_out(k);
+    if (stages == 1 && k + 1 < nchunks) copy_in(k + 1);
+  }
+}
+
+void DirectComm::large_broadcast(const Call& c) {
+  const int me = p_.rank;
+  const size_t es = dtype_size(c.dtype);
+  const size_t stages = region_->geometry().stages;
+  const size_t chunk = region_->geometry().chunk_bytes / es;
+  const size_t nchunks = (c.count + chunk - 1) / chunk;
+  const uint64_t g0 = chunks_;
+  chunks_ += nchunks;
+  const OpSignature sig = current_sig_;
+  const auto* send = static_cast<const std::byte*>(c.send);
+  auto* recv = static_cast<std::byte*>(c.recv);
+  for (size_t k = 0; k < nchunks; ++k) {
+    const uint64_t g = g0 + k;
+    const size_t len = std::min(chunk, c.count - k * chunk) * es;
+    if (me == c.root) {
+      wait_stage_free(g);
+      std::memcpy(region_->slot(me, g % stages), send + k * chunk * es, len);
+      publish_chunk_in(g, sig);
+      if (recv != send) std::memmove(recv + k * chunk * es, send + k * chunk * es, len);
+    } else {
+      // The signature alone, so that a rank naming another root fails as a mismatch.
+      wait_stage_free(g);
+      publish_chunk_in(g, sig);
+      wait_chunk_in(c.root, g, sig);
+      std::memcpy(recv + k * chunk * es, region_->slot(c.root, g % stages), len);
+    }
+    set_chunk_done(g);
+  }
+}
+
+}  // namespace hoop::direct

@@ -1,0 +1,216 @@
+#include "direct/direct_region.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <new>
+#include <thread>
+
+#include "core/errors.h"
+#include "core/log.h"
+#include "transport/shm/process_liveness.h"
+#include "transport/shm/shm_transport.h"
+#include "transport/waiter.h"
+
+namespace hoop::direct {
+
+namespace {
+
+std::string store_key(uint64_t comm_id) { return fmt::format("hoop/c{:x}/direct", comm_id); }
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+std::byte* map_all(int fd, size_t bytes) {
+  // MAP_POPULATE: every page is mapped now, none is faulted in during an operation.
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  return p == MAP_FAILED ? nullptr : static_cast<std::byte*>(p);
+}
+
+// Rank 0: a fresh segment of the requested geometry, initialised and reserved.
+std::byte* create(const RegionParams& p, const std::string& name, size_t* bytes_out,
+                  const ErrorContext& ctx) {
+  RegionGeometry geo{p.nranks, p.cell_bytes, p.chunk_bytes, p.stages};
+  const size_t total = geo.total_bytes();
+  int raw = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (raw < 0 && errno == EEXIST) {
+    // Left by an earlier process of this pid under the same job id: it is ours to replace.
+    ::shm_unlink(name.c_str());
+    raw = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  }
+  if (raw < 0) throw_system_error(ErrorCode::transport, "shm_open " + name, errno, ctx);
+  Fd fd(raw);
+  const auto fail = [&](const char* what, int err) {
+    ::shm_unlink(name.c_str());
+    throw_system_error(ErrorCode::transport,
+                       fmt::format("{} of shm-direct region {} ({} bytes)", what, name, total), err, ctx);
+  };
+  if (::ftruncate(fd.get(), static_cast<off_t>(total)) != 0) fail("ftruncate", errno);
+  // Reserve the pages now: a full /dev/shm is a clear error here, not a SIGBUS later.
+  if (const int err = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(total)); err != 0 && err != EOPNOTSUPP)
+    fail("fallocate", err);
+  std::byte* base = map_all(fd.get(), total);
+  if (base == nullptr) fail("mmap", errno);
+  auto* h = new (base + RegionGeometry::header_offset()) RegionHeader{};
+  h->version = kRegionVersion;
+  h->nranks = p.nranks;
+  h->comm_id = p.comm_id;
+  h->total_bytes = total;
+  h->cell_bytes = p.cell_bytes;
+  h->chunk_bytes = p.chunk_bytes;
+  h->stages = static_cast<uint32_t>(p.stages);
+  h->attached.store(1, std::memory_order_relaxed);
+  new (base + RegionGeometry::poison_offset()) PoisonBlock{};
+  // The remaining control blocks are zero, as ftruncate left them: counters start at 0.
+  h->ready.store(kRegionReady, std::memory_order_release);
+  *bytes_out = total;
+  return base;
+}
+
+// The others: wait for rank 0 to publish the name, map the segment, check it.
+std::byte* attach(const RegionParams& p, Store& store, TimePoint deadline,
+                  const std::atomic<bool>& abort_flag, std::string* name_out, size_t* bytes_out,
+                  const ErrorContext& ctx) {
+  const std::string key = store_key(p.comm_id);
+  transport::shm::ProcessLiveness creator;
+  auto pause = std::chrono::microseconds(50);
+  while (!store.check(key)) {
+    if (abort_flag.load()) throw_error(ErrorCode::aborted, "the communicator was aborted", ctx);
+    if (!p.pids.empty() && p.pids[0] > 0 && !creator.alive(p.pids[0]))
+      throw_error(ErrorCode::peer_failure,
+                  fmt::format("rank 0 (pid {}) exited before creating the shm-direct region", p.pids[0]),
+                  ErrorContext{ctx.rank, ctx.op, ctx.seq, 0});
+    if (Clock::now() >= deadline)
+      throw_error(ErrorCode::timeout, "timed out waiting for rank 0 to create the shm-direct region",
+                  ErrorContext{ctx.rank, ctx.op, ctx.seq, 0});
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(5000));
+  }
+  const std::string name = store.get_string(key);
+  const int raw = ::shm_open(name.c_str(), O_RDWR, 0);
+  if (raw < 0) throw_system_error(ErrorCode::transport, "shm_open " + name, errno, ctx);
+  Fd fd(raw);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) throw_system_error(ErrorCode::transport, "fstat " + name, errno, ctx);
+  const auto size = static_cast<size_t>(st.st_size);
+  if (size < sizeof(RegionHeader))
+    throw_error(ErrorCode::protocol, fmt::format("shm-direct region {} is truncated ({} bytes)", name, size), ctx);
+  std::byte* base = map_all(fd.get(), size);
+  if (base == nullptr) throw_system_error(ErrorCode::transport, "mmap " + name, errno, ctx);
+  const auto* h = reinterpret_cast<const RegionHeader*>(base);
+  const RegionGeometry geo{h->nranks, h->cell_bytes, h->chunk_bytes, h->stages};
+  if (h->ready.load(std::memory_order_acquire) != kRegionReady || h->version != kRegionVersion ||
+      h->nranks != p.nranks || h->comm_id != p.comm_id || h->total_bytes != size ||
+      geo.total_bytes() != size || h->stages == 0 || h->chunk_bytes == 0 || h->cell_bytes == 0) {
+    ::munmap(base, size);
+    throw_error(ErrorCode::protocol,
+                fmt::format("shm-direct region {} has an unexpected layout (version {}, {} ranks, "
+                            "{} bytes)",
+                            name, h->version, h->nranks, size),
+                ctx);
+  }
+  *name_out = name;
+  *bytes_out = size;
+  return base;
+}
+
+}  // namespace
+
+Region::Region(std::byte* base, size_t bytes, std::string name)
+    : base_(base), bytes_(bytes), name_(std::move(name)) {
+  const auto* h = reinterpret_cast<const RegionHeader*>(base_);
+  geo_ = RegionGeometry{h->nranks, h->cell_bytes, h->chunk_bytes, h->stages};
+  poison_ = reinterpret_cast<PoisonBlock*>(base_ + RegionGeometry::poison_offset());
+  ranks_ = reinterpret_cast<RankControl*>(base_ + RegionGeometry::ranks_offset());
+  cell_headers_ = reinterpret_cast<CellHeader*>(base_ + geo_.cell_headers_offset());
+  slot_headers_ = reinterpret_cast<SlotHeader*>(base_ + geo_.slot_headers_offset());
+}
+
+Region::~Region() { ::munmap(base_, bytes_); }
+
+std::unique_ptr<Region> Region::open(const RegionParams& p, Store& store, TimePoint deadline,
+                                     const std::atomic<bool>& abort_flag, const ErrorContext& ctx) {
+  std::byte* base = nullptr;
+  size_t bytes = 0;
+  std::string name;
+  if (p.rank == 0) {
+    name = fmt::format("/{}c{:x}-direct-{}", transport::shm_segment_prefix(p.job_id), p.comm_id,
+                       static_cast<int>(::getpid()));
+    base = create(p, name, &bytes, ctx);
+    try {
+      store.set_string(store_key(p.comm_id), name);
+    } catch (...) {
+      ::munmap(base, bytes);
+      ::shm_unlink(name.c_str());
+      throw;
+    }
+  } else {
+    base = attach(p, store, deadline, abort_flag, &name, &bytes, ctx);
+  }
+  std::unique_ptr<Region> region(new Region(base, bytes, name));
+  auto* h = reinterpret_cast<RegionHeader*>(base);
+  region->control(p.rank).pid = static_cast<int32_t>(::getpid());
+  region->control(p.rank).cpu.store(-1, std::memory_order_relaxed);
+  if (p.rank != 0 && h->attached.fetch_add(1, std::memory_order_acq_rel) + 1 == p.nranks) {
+    if (::shm_unlink(name.c_str()) != 0 && errno != ENOENT)
+      HOOP_WARN("shm-direct: cannot unlink {}: {}", name, std::strerror(errno));
+  }
+  HOOP_TRACE("shm-direct: rank {} mapped {} ({} bytes)", p.rank, name, bytes);
+  return region;
+}
+
+void Region::poison(int by_rank, const std::string& reason) noexcept {
+  uint32_t healthy = 0;
+  if (poison_->state.compare_exchange_strong(healthy, kPoisonWriting)) {
+    const size_t len = std::min(reason.size(), kReasonBytes - 1);
+    std::memcpy(poison_->reason, reason.data(), len);
+    poison_->reason[len] = '\0';
+    poison_->by_rank = by_rank;
+    poison_->state.store(kPoisoned, std::memory_order_release);
+  }
+  for (int r = 0; r < geo_.nranks; ++r) {
+    ranks_[r].wake.fetch_add(1, std::memory_order_seq_cst);
+    transport::Waiter::wake_shared(&ranks_[r].wake);
+  }
+}
+
+void Region::raise_poisoned(const ErrorContext& ctx) const {
+  // The poisoner writes at most 256 bytes between its two stores; give it a moment, but do
+  // not depend on it (it may have been killed in between).
+  uint32_t state = poison_->state.load(std::memory_order_acquire);
+  const auto give_up = Clock::now() + std::chrono::milliseconds(2);
+  while (state == kPoisonWriting && Clock::now() < give_up) {
+    std::this_thread::yield();
+    state = poison_->state.load(std::memory_order_acquire);
+  }
+  std::string reason = "(no reason given)";
+  int by = -1;
+  if (state == kPoisoned) {
+    const size_t len = strnlen(poison_->reason, kReasonBytes);
+    if (len > 0) reason.assign(poison_->reason, len);
+    by = poison_->by_rank;
+  }
+  ErrorContext c = ctx;
+  if (by == ctx.rank)
+    throw_error(ErrorCode::peer_failure, fmt::format("the shm-direct region was poisoned by this rank: {}", reason), c);
+  c.peer = by;
+  throw_error(ErrorCode::peer_failure, fmt::format("rank {} failed: {}", by, reason), c);
+}
+
+}  // namespace hoop::direct

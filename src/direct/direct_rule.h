@@ -1,0 +1,28 @@
+// Which collectives shm-direct runs, and its tunables. Whether it runs when nothing is forced
+// is the tuner's choice: it prices shm-direct (tuner/fast_paths.cc) against the schedules
+// wherever every rank of the communicator shares one host.
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+#include "hoop/types.h"
+
+namespace hoop::direct {
+
+inline constexpr std::string_view kAlgorithmName = "shm-direct";
+
+// The collectives shm-direct implements.
+bool supports(OpType op);
+
+// Region geometry and path choice, from HOOP_DIRECT_* or the defaults. Every rank of a job must
+// see the same values (like HOOP_SLICE_BYTES).
+struct Tunables {
+  size_t cell_bytes;   // small-message cell per rank (and buffer); HOOP_DIRECT_CELL_BYTES
+  size_t small_bytes;  // inputs up to this use the cells; HOOP_DIRECT_SMALL_BYTES
+  size_t chunk_bytes;  // pipelined chunk slot per rank and stage; HOOP_DIRECT_CHUNK_BYTES
+  size_t stages;       // chunks in flight; HOOP_DIRECT_STAGES
+};
+const Tunables& tunables(int nranks);
+
+}  // namespace hoop::direct

@@ -1,0 +1,515 @@
+// shm-direct (src/direct): every collective it runs, against references computed in the ranks,
+// on 1..8 real processes; both paths (cells for small inputs, pipelined chunk slots for large
+// ones) with small tunables so that thresholds, chunk boundaries and slot reuse are crossed
+// with little data; back-to-back and asynchronous ops; bit-identical replicated results;
+// mismatched calls, an absent rank, a killed rank; nothing left in /dev/shm.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hoop/communicator.h"
+#include "hoop/error.h"
+#include "hoop/types.h"
+#include "support/reference.h"
+#include "support/spawn.h"
+#include "transport/shm/shm_transport.h"
+
+namespace hoop::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kAlgo = "shm-direct";
+constexpr size_t kGuard = 64;
+
+enum class Coll { allreduce, reducescatter, allgather, broadcast, reduce };
+
+const char* name(Coll c) {
+  switch (c) {
+    case Coll::allreduce: return "allreduce";
+    case Coll::reducescatter: return "reducescatter";
+    case Coll::allgather: return "allgather";
+    case Coll::broadcast: return "broadcast";
+    case Coll::reduce: return "reduce";
+  }
+  return "?";
+}
+
+struct Case {
+  int id = 0;
+  Coll coll = Coll::allreduce;
+  DataType dt = DataType::f32;
+  RedOp op = RedOp::sum;
+  int root = 0;
+  size_t count = 0;
+  bool in_place = false;
+
+  std::string describe() const {
+    std::ostringstream os;
+    os << "case " << id << ": " << name(coll) << " " << to_string(dt) << " " << to_string(op)
+       << " root " << root << " count " << count << (in_place ? " in-place" : " out-of-place");
+    return os.str();
+  }
+  size_t input_elems(int n) const { return coll == Coll::reducescatter ? count * n : count; }
+  size_t output_elems(int n) const { return coll == Coll::allgather ? count * n : count; }
+  bool replicated() const { return coll == Coll::allreduce || coll == Coll::allgather || coll == Coll::broadcast; }
+};
+
+struct Combo {
+  Coll coll;
+  DataType dt;
+  RedOp op;
+};
+
+// A selection that still covers every collective, both 16-bit float types through the f32
+// staging, exact integer results (sums wrap, avg truncates) and every op.
+const Combo kCombos[] = {
+    {Coll::allreduce, DataType::f32, RedOp::sum},     {Coll::allreduce, DataType::f32, RedOp::avg},
+    {Coll::allreduce, DataType::f64, RedOp::prod},    {Coll::allreduce, DataType::i32, RedOp::sum},
+    {Coll::allreduce, DataType::i64, RedOp::avg},     {Coll::allreduce, DataType::u8, RedOp::max},
+    {Coll::allreduce, DataType::i8, RedOp::min},      {Coll::allreduce, DataType::f16, RedOp::sum},
+    {Coll::allreduce, DataType::bf16, RedOp::avg},    {Coll::reducescatter, DataType::f32, RedOp::sum},
+    {Coll::reducescatter, DataType::u32, RedOp::prod}, {Coll::reducescatter, DataType::bf16, RedOp::sum},
+    {Coll::reducescatter, DataType::f64, RedOp::avg}, {Coll::reduce, DataType::f32, RedOp::sum},
+    {Coll::reduce, DataType::u64, RedOp::sum},        {Coll::reduce, DataType::f16, RedOp::max},
+    {Coll::allgather, DataType::f32, RedOp::sum},     {Coll::allgather, DataType::u8, RedOp::sum},
+    {Coll::allgather, DataType::f16, RedOp::sum},     {Coll::broadcast, DataType::f64, RedOp::sum},
+    {Coll::broadcast, DataType::i8, RedOp::sum},      {Coll::broadcast, DataType::bf16, RedOp::sum},
+};
+
+std::vector<Case> make_cases(int n, const std::vector<size_t>& counts) {
+  std::vector<Case> cases;
+  for (size_t count : counts) {
+    for (const Combo& combo : kCombos) {
+      for (bool in_place : {false, true}) {
+        Case c;
+        c.id = static_cast<int>(cases.size());
+        c.coll = combo.coll;
+        c.dt = combo.dt;
+        c.op = combo.op;
+        c.root = (c.id / 2) % n;
+        c.count = count;
+        c.in_place = in_place;
+        cases.push_back(c);
+      }
+    }
+  }
+  return cases;
+}
+
+uint64_t seed_of(const Case& c, int n) { return ref::mix64(static_cast<uint64_t>(c.id) * 7919u + static_cast<uint64_t>(n)); }
+
+// Runs one case on this rank, checks it, reports the hash of a replicated result.
+class CaseRunner {
+ public:
+  CaseRunner(RankContext& ctx, Communicator& comm, size_t bytes) : ctx_(ctx), comm_(comm) {
+    a_.assign(bytes + kGuard, std::byte{0});
+    b_.assign(bytes + kGuard, std::byte{0});
+  }
+
+  void run(const Case& c) {
+    const int n = comm_.size(), rank = comm_.rank();
+    const size_t es = dtype_size(c.dt);
+    const uint64_t seed = seed_of(c, n);
+    const size_t in_bytes = c.input_elems(n) * es, out_bytes = c.output_elems(n) * es;
+    std::byte* send = a_.data();
+    std::byte* recv = b_.data();
+    ref::fill_sentinel(recv, out_bytes + kGuard);
+    if (c.in_place) {
+      recv = a_.data();
+      ref::fill_sentinel(recv, std::max(in_bytes, out_bytes) + kGuard);
+      if (c.coll == Coll::reducescatter) recv = send + static_cast<size_t>(rank) * c.count * es;
+      if (c.coll == Coll::allgather) send = recv + static_cast<size_t>(rank) * c.count * es;
+    }
+    if (c.coll != Coll::broadcast || rank == c.root) ref::fill_inputs(send, c.dt, c.op, seed, rank, 0, c.input_elems(n));
+    OpOptions opts;
+    opts.algo = kAlgo;
+    switch (c.coll) {
+      case Coll::allreduce: comm_.allreduce(send, recv, c.count, c.dt, c.op, opts); break;
+      case Coll::reducescatter: comm_.reducescatter(send, recv, c.count, c.dt, c.op, opts); break;
+      case Coll::allgather: comm_.allgather(send, recv, c.count, c.dt, opts); break;
+      case Coll::broadcast: comm_.broadcast(send, recv, c.count, c.dt, c.root, opts); break;
+      case Coll::reduce: comm_.reduce(send, recv, c.count, c.dt, c.op, c.root, opts); break;
+    }
+    EXPECT_EQ(comm_.last_algorithm(), kAlgo) << c.describe();
+    std::string problem;
+    switch (c.coll) {
+      case Coll::allreduce:
+        problem = ref::check_reduction(recv, c.dt, c.op, seed, n, 0, c.count);
+        break;
+      case Coll::reduce:
+        if (rank == c.root) problem = ref::check_reduction(recv, c.dt, c.op, seed, n, 0, c.count);
+        else if (!c.in_place && ref::first_non_sentinel(recv, out_bytes) != out_bytes)
+          problem = "a non-root's recv buffer was written";
+        break;
+      case Coll::reducescatter:
+        problem = ref::check_reduction(recv, c.dt, c.op, seed, n, static_cast<size_t>(rank) * c.count, c.count);
+        break;
+      case Coll::allgather:
+        for (int p = 0; p < n && problem.empty(); ++p)
+          problem = ref::check_inputs(recv + static_cast<size_t>(p) * c.count * es, c.dt, c.op, seed, p, 0, c.count);
+        break;
+      case Coll::broadcast:
+        problem = ref::check_inputs(recv, c.dt, c.op, seed, c.root, 0, c.count);
+        break;
+    }
+    EXPECT_EQ(problem, "") << "rank " << rank << " of " << n << ", " << c.describe();
+    const std::byte* out_base = c.in_place ? a_.data() : b_.data();
+    const size_t guard_at = c.in_place ? std::max(in_bytes, out_bytes) : out_bytes;
+    EXPECT_EQ(ref::first_non_sentinel(out_base + guard_at, kGuard), kGuard)
+        << "wrote past the end, rank " << rank << ", " << c.describe();
+    if (c.replicated()) {
+      char line[64];
+      std::snprintf(line, sizeof line, "H %d %016llx", c.id,
+                    static_cast<unsigned long long>(ref::hash_bytes(recv, out_bytes)));
+      ctx_.report(line);
+    }
+  }
+
+ private:
+  RankContext& ctx_;
+  Communicator& comm_;
+  std::vector<std::byte> a_, b_;
+};
+
+std::string job_of(const std::vector<RankResult>& results) {
+  for (const auto& r : results)
+    for (const auto& line : r.reports)
+      if (line.rfind("JOB ", 0) == 0) return line.substr(4);
+  return "";
+}
+
+void expect_no_leftover_segments(const std::vector<RankResult>& results) {
+  const std::string job = job_of(results);
+  ASSERT_FALSE(job.empty()) << "no rank reported its job id";
+  EXPECT_EQ(job_segments(job), std::vector<std::string>{}) << "left in /dev/shm by job " << job;
+  transport::shm_remove_job_segments(job);
+}
+
+// Every rank reported the same hash for every replicated case: the results are bit-identical.
+void expect_identical_hashes(const std::vector<RankResult>& results) {
+  std::map<std::string, std::string> first;  // case id -> hash
+  size_t compared = 0;
+  for (const auto& r : results) {
+    for (const auto& line : r.reports) {
+      if (line.rfind("H ", 0) != 0) continue;
+      std::istringstream in(line.substr(2));
+      std::string id, hash;
+      in >> id >> hash;
+      auto [it, fresh] = first.emplace(id, hash);
+      if (!fresh) {
+        ++compared;
+        EXPECT_EQ(it->second, hash) << "rank " << r.rank << " differs on case " << id;
+      }
+    }
+  }
+  if (results.size() > 1) {
+    EXPECT_GT(compared, 0u);
+  }
+}
+
+// Small tunables: a 1 KiB small-message limit in 4 KiB cells, 8 KiB chunk slots, so a few
+// thousand elements already take the large path over several chunks and reuse every stage.
+SpawnOptions small_tunables(const char* stages) {
+  SpawnOptions o;
+  o.timeout = 120s;
+  o.env = {{"HOOP_DIRECT_SMALL_BYTES", "1K"},
+           {"HOOP_DIRECT_CELL_BYTES", "4K"},
+           {"HOOP_DIRECT_CHUNK_BYTES", "8K"},
+           {"HOOP_DIRECT_STAGES", stages}};
+  return o;
+}
+
+void run_cases(int n, const std::vector<size_t>& counts, const SpawnOptions& opts) {
+  const auto cases = make_cases(n, counts);
+  size_t bytes = 0;
+  for (const Case& c : cases) {
+    const size_t es = dtype_size(c.dt);
+    bytes = std::max({bytes, c.input_elems(n) * es, c.output_elems(n) * es});
+  }
+  auto results = run_ranks(n, [&](RankContext& ctx) {
+    auto comm = ctx.make_comm();
+    ctx.report("JOB " + comm->job_id());
+    CaseRunner runner(ctx, *comm, bytes);
+    for (const Case& c : cases) runner.run(c);
+  }, opts);
+  EXPECT_TRUE(all_ok(results));
+  expect_identical_hashes(results);
+  expect_no_leftover_segments(results);
+}
+
+class ShmDirectRanks : public ::testing::TestWithParam<int> {};
+
+// Counts: empty, one element, primes on both sides of the 1 KiB small limit (256 f32) and of
+// the 8 KiB chunk (2048 f32; ReduceScatter splits it N ways), and several chunks.
+TEST_P(ShmDirectRanks, EveryCollectiveMatchesTheReferenceOnBothPaths) {
+  const int n = GetParam();
+  std::vector<size_t> counts = {0, 1, 67, 255, 257, 2039, 2053, 9973};
+  if (n <= 4) counts.push_back(40009);
+  run_cases(n, counts, small_tunables("2"));
+}
+
+std::string ranks_name(const ::testing::TestParamInfo<int>& p) { return std::to_string(p.param) + "ranks"; }
+
+INSTANTIATE_TEST_SUITE_P(ShmDirect, ShmDirectRanks, ::testing::Values(1, 2, 3, 4, 5, 8), ranks_name);
+
+// One stage (no chunk in flight while the next is copied in) and three.
+TEST(ShmDirect, OneAndThreeStagesPipelineCorrectly) {
+  run_cases(3, {1, 2053, 9973}, small_tunables("1"));
+  run_cases(3, {1, 2053, 9973}, small_tunables("3"));
+}
+
+// The default tunables: counts around the 16 KiB small limit and the 512 KiB chunk of f32.
+TEST(ShmDirect, DefaultThresholdsAndChunkBoundaries) {
+  SpawnOptions o;
+  o.timeout = 120s;
+  run_cases(2, {4095, 4096, 4097, 131071, 131072, 131073, 3 * 131072 + 5}, o);
+}
+
+// Many ops issued without waiting, alternating small and large, each with its own buffers:
+// the cells' double buffering and the slots' stages are reused while peers lag behind.
+TEST(ShmDirect, BackToBackAsynchronousOpsStayInOrder) {
+  constexpr int kRanks = 4;
+  constexpr int kOps = 120;
+  auto results = run_ranks(kRanks, [&](RankContext& ctx) {
+    auto comm = ctx.make_comm();
+    ctx.report("JOB " + comm->job_id());
+    OpOptions opts;
+    opts.algo = kAlgo;
+    std::vector<std::vector<int32_t>> bufs(kOps);
+    std::vector<Work> works;
+    for (int k = 0; k < kOps; ++k) {
+      const size_t count = (k % 3 == 0) ? 5003 : static_cast<size_t>(1 + k);
+      bufs[static_cast<size_t>(k)].resize(count);
+      for (size_t i = 0; i < count; ++i)
+        bufs[static_cast<size_t>(k)][i] = static_cast<int32_t>(i * 7 + static_cast<size_t>(k) * 1000 + static_cast<size_t>(ctx.rank));
+      auto& b = bufs[static_cast<size_t>(k)];
+      works.push_back(comm->allreduce_async(b.data(), b.data(), count, DataType::i32, RedOp::sum, opts));
+      if (k % 10 == 9) works.push_back(comm->barrier_async(opts));
+    }
+    for (auto& w : works) w.wait();
+    for (int k = 0; k < kOps; ++k) {
+      const auto& b = bufs[static_cast<size_t>(k)];
+      for (size_t i = 0; i < b.size(); ++i) {
+        const int32_t want = static_cast<int32_t>(kRanks * (i * 7 + static_cast<size_t>(k) * 1000) + 0 + 1 + 2 + 3);
+        if (b[i] != want) {
+          ADD_FAILURE() << "rank " << ctx.rank << " op " << k << " element " << i << ": " << b[i] << " != " << want;
+          return;
+        }
+      }
+    }
+  }, small_tunables("2"));
+  EXPECT_TRUE(all_ok(results));
+  expect_no_leftover_segments(results);
+}
+
+// No rank leaves a barrier before the last one entered it (ranks enter skewed on purpose).
+TEST(ShmDirect, BarrierWaitsForTheLastRank) {
+  constexpr int kRanks = 4;
+  auto results = run_ranks(kRanks, [&](RankContext& ctx) {
+    auto comm = ctx.make_comm();
+    ctx.report("JOB " + comm->job_id());
+    OpOptions opts;
+    opts.algo = kAlgo;
+    comm->barrier(opts);
+    for (int round = 0; round < 3; ++round) {
+      if (ctx.rank == round) std::this_thread::sleep_for(50ms);
+      const int64_t entered = now_ns();
+      comm->barrier(opts);
+      const int64_t left = now_ns();
+      EXPECT_EQ(comm->last_algorithm(), kAlgo);
+      ctx.report("T " + std::to_string(round) + " " + std::to_string(entered) + " " + std::to_string(left));
+    }
+  });
+  EXPECT_TRUE(all_ok(results));
+  for (int round = 0; round < 3; ++round) {
+    int64_t last_entry = 0;
+    std::vector<int64_t> exits;
+    for (const auto& r : results) {
+      for (const auto& line : r.reports) {
+        int rd = -1;
+        long long in = 0, out = 0;
+        if (std::sscanf(line.c_str(), "T %d %lld %lld", &rd, &in, &out) == 3 && rd == round) {
+          last_entry = std::max<int64_t>(last_entry, in);
+          exits.push_back(out);
+        }
+      }
+    }
+    ASSERT_EQ(exits.size(), static_cast<size_t>(kRanks));
+    for (int64_t e : exits) EXPECT_GE(e, last_entry) << "a rank left barrier " << round << " early";
+  }
+  expect_no_leftover_segments(results);
+}
+
+// A rank that calls with another count: the others get a mismatch naming it, not wrong data.
+TEST(ShmDirect, DifferentCountsFailAsAMismatch) {
+  auto results = run_ranks(3, [&](RankContext& ctx) {
+    CommOptions copts;
+    copts.timeout = 5s;
+    auto comm = ctx.make_comm(copts);
+    ctx.report("JOB " + comm->job_id());
+    OpOptions opts;
+    opts.algo = kAlgo;
+    std::vector<float> v(64, 1.0f);
+    const size_t count = ctx.rank == 1 ? 33 : 32;
+    try {
+      comm->allreduce(v.data(), v.data(), count, DataType::f32, RedOp::sum, opts);
+      ADD_FAILURE() << "rank " << ctx.rank << ": the mismatched allreduce succeeded";
+    } catch (const Error& e) {
+      ctx.report(std::string("ERR ") + std::string(to_string(e.code())) + " " + e.what());
+    }
+  });
+  EXPECT_TRUE(all_ok(results));
+  int mismatches = 0;
+  for (const auto& r : results) {
+    for (const auto& line : r.reports) {
+      if (line.rfind("ERR mismatch", 0) != 0) continue;
+      ++mismatches;
+      EXPECT_NE(line.find("count 33"), std::string::npos) << line;
+    }
+  }
+  EXPECT_GE(mismatches, 2) << "every rank reads rank 1's cell: ranks 0 and 2 see it differ";
+  expect_no_leftover_segments(results);
+}
+
+// Calls different enough to take different paths (cells here, chunk slots there), or equal but
+// for f16 vs bf16 (both reduced as f32): still a mismatch naming both, never a timeout.
+TEST(ShmDirect, CallsOnDifferentPathsFailAsAMismatch) {
+  for (int variant = 0; variant < 2; ++variant) {
+    SpawnOptions o = small_tunables("2");
+    auto results = run_ranks(3, [&](RankContext& ctx) {
+      CommOptions copts;
+      copts.timeout = 10s;
+      auto comm = ctx.make_comm(copts);
+      ctx.report("JOB " + comm->job_id());
+      OpOptions opts;
+      opts.algo = kAlgo;
+      std::vector<uint16_t> v(4096, 0x3c00);
+      const size_t count = variant == 0 && ctx.rank == 1 ? 3000 : 300;
+      const DataType dt = variant == 1 && ctx.rank == 2 ? DataType::bf16 : DataType::f16;
+      try {
+        comm->allreduce(v.data(), v.data(), count, dt, RedOp::sum, opts);
+        comm->barrier(opts);
+        ADD_FAILURE() << "rank " << ctx.rank << ": the mismatched calls succeeded";
+      } catch (const Error& e) {
+        ctx.report(std::string("ERR ") + std::string(to_string(e.code())) + " " + e.what());
+        EXPECT_TRUE(e.code() == ErrorCode::mismatch || e.code() == ErrorCode::peer_failure) << e.what();
+      }
+    }, o);
+    EXPECT_TRUE(all_ok(results));
+    const char* shown = variant == 0 ? "count 3000" : "bf16";
+    int mismatches = 0;
+    for (const auto& r : results) {
+      for (const auto& line : r.reports) {
+        if (line.rfind("ERR mismatch", 0) == 0 && line.find(shown) != std::string::npos) ++mismatches;
+      }
+    }
+    EXPECT_GE(mismatches, 1) << "variant " << variant;
+    expect_no_leftover_segments(results);
+  }
+}
+
+// A rank that never calls: the others time out naming it.
+TEST(ShmDirect, AnAbsentRankTimesOutNamingIt) {
+  auto results = run_ranks(3, [&](RankContext& ctx) {
+    CommOptions copts;
+    copts.timeout = 1s;
+    auto comm = ctx.make_comm(copts);
+    ctx.report("JOB " + comm->job_id());
+    OpOptions opts;
+    opts.algo = kAlgo;
+    std::vector<float> v(100000, 1.0f);
+    comm->allreduce(v.data(), v.data(), v.size(), DataType::f32, RedOp::sum, opts);
+    auto store = ctx.store();
+    if (ctx.rank == 2) {
+      store->get("done-0");
+      store->get("done-1");
+      return;
+    }
+    try {
+      comm->allreduce(v.data(), v.data(), v.size(), DataType::f32, RedOp::sum, opts);
+      ADD_FAILURE() << "completed without rank 2";
+    } catch (const Error& e) {
+      // The first to time out poisons the region: the other may learn it from there.
+      EXPECT_TRUE(e.code() == ErrorCode::timeout || e.code() == ErrorCode::peer_failure) << e.what();
+      EXPECT_NE(std::string(e.what()).find("waiting for rank 2"), std::string::npos) << e.what();
+      if (e.code() == ErrorCode::timeout) ctx.report("TIMEOUT " + std::to_string(e.peer()));
+    }
+    store->set_string("done-" + std::to_string(ctx.rank), "1");
+  });
+  EXPECT_TRUE(all_ok(results));
+  int timeouts_naming_2 = 0;
+  for (const auto& r : results)
+    for (const auto& line : r.reports) timeouts_naming_2 += line == "TIMEOUT 2";
+  EXPECT_GE(timeouts_naming_2, 1);
+  expect_no_leftover_segments(results);
+}
+
+// A rank killed in the middle of large AllReduces: every survivor fails within the timeout
+// with an error naming it, and the region does not outlive the job.
+TEST(ShmDirect, AKilledRankFailsTheSurvivorsWithinTheTimeout) {
+  constexpr int kRanks = 3;
+  constexpr int kVictim = 1;
+  auto results = run_ranks(kRanks, [&](RankContext& ctx) {
+    CommOptions copts;
+    copts.timeout = 3s;
+    auto comm = ctx.make_comm(copts);
+    ctx.report("JOB " + comm->job_id());
+    OpOptions opts;
+    opts.algo = kAlgo;
+    std::vector<float> v(size_t{1} << 20, 1.0f);
+    comm->allreduce(v.data(), v.data(), v.size(), DataType::f32, RedOp::max, opts);
+    if (ctx.rank == kVictim) {
+      std::thread([] {
+        std::this_thread::sleep_for(200ms);
+        ::kill(::getpid(), SIGKILL);
+      }).detach();
+    }
+    const auto start = Clock::now();
+    try {
+      for (int k = 0; k < 100000; ++k) comm->allreduce(v.data(), v.data(), v.size(), DataType::f32, RedOp::max, opts);
+      ADD_FAILURE() << "100000 allreduces succeeded with rank " << kVictim << " dead";
+    } catch (const Error& e) {
+      const double took = std::chrono::duration<double>(Clock::now() - start).count();
+      EXPECT_TRUE(e.code() == ErrorCode::peer_failure || e.code() == ErrorCode::timeout) << e.what();
+      EXPECT_NE(std::string(e.what()).find("rank 1"), std::string::npos) << e.what();
+      EXPECT_LT(took, 0.2 + 3.0 + 1.0) << e.what();
+    }
+  }, SpawnOptions{60s, {}, nullptr});
+  EXPECT_EQ(results[kVictim].signal, SIGKILL);
+  for (const auto& r : results) {
+    if (r.rank == kVictim) continue;
+    EXPECT_TRUE(r.ok()) << "survivor " << r.rank;
+  }
+  expect_no_leftover_segments(results);
+}
+
+// Forced shm-direct with TCP forced: the schedule-based default runs instead.
+TEST(ShmDirect, ForcedTcpFallsBackToTheRing) {
+  SpawnOptions o;
+  o.env = {{"HOOP_TRANSPORT", "tcp"}};
+  auto results = run_ranks(2, [&](RankContext& ctx) {
+    auto comm = ctx.make_comm();
+    OpOptions opts;
+    opts.algo = kAlgo;
+    std::vector<int32_t> v(1000, ctx.rank + 1);
+    comm->allreduce(v.data(), v.data(), v.size(), DataType::i32, RedOp::sum, opts);
+    EXPECT_EQ(v[999], 3);
+    EXPECT_NE(comm->last_algorithm(), kAlgo);
+  }, o);
+  EXPECT_TRUE(all_ok(results));
+}
+
+}  // namespace
+}  // namespace hoop::test
