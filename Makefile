@@ -45,10 +45,10 @@ test-asan: deps
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  HOOP_TEST_SCALE=small ctest --preset asan -j $(JOBS) --timeout 900
 
-# ThreadSanitizer over the engine, transport, store and communicator suites (the tests whose
+# ThreadSanitizer over the engine, transport, store, communicator, error and soak suites (whose
 # ranks run several threads: progress threads, async work, listeners). Suppressions, each one
 # a documented false positive, are in tests/tsan.supp.
-TSAN_TESTS := 'Engine|Waiter|Shm|Tcp|Store|Features|Collectives|CommErrors|Soak|WorkedExamples'
+TSAN_TESTS := 'Engine|Waiter|Shm|Tcp|Store|Features|CommErrors|Soak'
 test-tsan: deps
 	cmake --preset tsan >/dev/null
 	cmake --build --preset tsan -j $(JOBS) --target hoop_tests hoop-run hoop-bench
