@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -17,6 +18,7 @@
 #include "model/dataset.h"
 #include "model/mlp.h"
 #include "options.h"
+#include "elastic.h"
 #include "planner.h"
 
 namespace hoop::train {
@@ -89,8 +91,17 @@ int train(const TrainOptions& o) {
   dp::DataParallel dp(comm, o.dp);
   mlp.register_params(dp);
   dp.finalize();
-  if (!o.load_dir.empty()) dp.load(o.load_dir);
+  std::string load_dir = o.load_dir;
+  if (!o.checkpoint_dir.empty()) {
+    if (auto latest = elastic::latest_checkpoint(o.checkpoint_dir)) load_dir = *latest;
+  }
+  if (!load_dir.empty()) dp.load(load_dir);
   const uint64_t first_step = dp.steps_done();
+  // With a checkpoint directory --steps counts every step of the run, across restarts.
+  const int steps_to_run = o.checkpoint_dir.empty()
+                               ? o.steps
+                               : std::max(0, o.steps - static_cast<int>(first_step));
+  const bool first_attempt = std::atoi(std::getenv("HOOP_RESTART_COUNT") ? std::getenv("HOOP_RESTART_COUNT") : "0") == 0;
 
   if (rank == 0) {
     std::string shape;
@@ -104,19 +115,19 @@ int train(const TrainOptions& o) {
                 all.name.c_str(), train_set.size(), test_set.size(), o.batch, dp.buckets().size());
     for (const auto& b : dp.buckets()) std::printf(" %.1f KiB", static_cast<double>(b.bytes) / 1024);
     std::printf("\n");
-    if (first_step > 0) std::printf("resumed from %s at step %llu\n", o.load_dir.c_str(),
+    if (first_step > 0) std::printf("resumed from %s at step %llu\n", load_dir.c_str(),
                                     static_cast<unsigned long long>(first_step));
     std::printf("%6s %9s %7s %9s %9s %9s %8s   (times: rank 0, mean per step since the last line)\n",
                 "step", "loss", "acc", "step ms", "comm ms", "hidden ms", "overlap");
   }
 
-  const int every = o.print_every > 0 ? o.print_every : std::max(1, o.steps / 15);
+  const int every = o.print_every > 0 ? o.print_every : std::max(1, steps_to_run / 15);
   std::vector<float> x;
   std::vector<int> y;
   double loss_acc = 0, correct_acc = 0, count_acc = 0, time_acc = 0, comm_acc = 0, hidden_acc = 0;
   int lines_steps = 0;
   bool memory_printed = false;
-  for (int i = 0; i < o.steps; ++i) {
+  for (int i = 0; i < steps_to_run; ++i) {
     const uint64_t step = first_step + static_cast<uint64_t>(i);
     const auto rows = model::rank_share(
         model::global_batch(train_set.size(), o.batch, step, o.seed), rank, ranks);
@@ -142,7 +153,7 @@ int train(const TrainOptions& o) {
       print_memory(comm.get(), dp);
       memory_printed = true;
     }
-    if ((i + 1) % every == 0 || i + 1 == o.steps) {
+    if ((i + 1) % every == 0 || i + 1 == steps_to_run) {
       if (rank == 0) {
         const double k = lines_steps;
         std::printf("%6llu %9.4f %7.4f %9.3f %9.3f %9.3f %7.1f%%\n",
@@ -157,6 +168,16 @@ int train(const TrainOptions& o) {
     if (!o.save_dir.empty() && o.save_at > 0 && step + 1 == static_cast<uint64_t>(o.save_at)) {
       dp.save(o.save_dir);
       if (rank == 0) std::printf("saved checkpoint of step %d to %s\n", o.save_at, o.save_dir.c_str());
+    }
+    if (!o.checkpoint_dir.empty() && o.checkpoint_every > 0 && (step + 1) % static_cast<uint64_t>(o.checkpoint_every) == 0) {
+      elastic::save_checkpoint(dp, comm.get(), o.checkpoint_dir, step + 1);
+      if (rank == 0) std::printf("checkpoint of step %llu in %s\n", static_cast<unsigned long long>(step + 1),
+                                 o.checkpoint_dir.c_str());
+    }
+    if (o.fail_at_step > 0 && first_attempt && step + 1 == static_cast<uint64_t>(o.fail_at_step) &&
+        rank == ranks - 1) {
+      std::fflush(stdout);
+      ::raise(SIGKILL);  // a rank dying mid-run, for restart tests
     }
   }
   if (!o.save_dir.empty() && o.save_at <= 0) {

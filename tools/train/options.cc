@@ -52,6 +52,14 @@ TrainOptions parse_options(int argc, char** argv) {
   app.add_option("--save", o.save_dir, "write a sharded checkpoint to this directory");
   app.add_option("--save-at", o.save_at, "step after which to save (default: the last)");
   app.add_option("--load", o.load_dir, "start from the checkpoint in this directory");
+  app.add_option("--checkpoint-dir", o.checkpoint_dir,
+                 "elastic: resume from this directory's latest checkpoint if any, save into it, "
+                 "and train until --steps steps in all");
+  app.add_option("--checkpoint-every", o.checkpoint_every, "steps between elastic checkpoints")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--fail-at-step", o.fail_at_step,
+                 "fault injection: the last rank dies (SIGKILL) after this step, first attempt only")
+      ->check(CLI::NonNegativeNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

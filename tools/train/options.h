@@ -27,6 +27,14 @@ struct TrainOptions {
   std::string save_dir;
   int save_at = 0;  // step after which to save (0: at the end when --save is given)
   std::string load_dir;
+  // Elastic training: checkpoints every `checkpoint_every` steps into checkpoint_dir/step-<n>,
+  // "latest" names the newest complete one; a (re)started run resumes from it and trains
+  // until `steps` steps in all are done.
+  std::string checkpoint_dir;
+  int checkpoint_every = 0;
+  // Fault injection for restart tests: the last rank kills itself after this step, on the
+  // first attempt only (HOOP_RESTART_COUNT unset or 0).
+  int fail_at_step = 0;
 };
 
 // Parses argv; on --help or an error prints and exits.
