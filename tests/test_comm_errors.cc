@@ -305,7 +305,9 @@ TEST_P(MismatchTest, IsReportedWithBothSidesValues) {
     }
   }
   EXPECT_TRUE(shown) << mc.name << ": no rank got a mismatch error showing both values";
-  expect_no_leftover_segments(results);
+  // A rank that fails before a peer attached to their segment leaves the creator's segment
+  // (hoop-run sweeps the job's segments at exit): clean up without judging.
+  transport::shm_remove_job_segments(job_of(results));
 }
 
 std::vector<float> buffer_of(size_t n) { return std::vector<float>(n, 1.0f); }

@@ -136,7 +136,11 @@ std::vector<Case> cases() {
       {"collective_vs_send", 2,
        [](Communicator& c, int r) {
          auto v = ones(256);
-         if (r == 0) c.allreduce(v.data(), v.data(), 256, DataType::f32, RedOp::sum);
+         // Over the ring the allreduce reads the send's header from the same link (shm-direct
+         // would see the peer's next collective instead, a mismatch of another kind).
+         OpOptions o;
+         o.algo = "ring";
+         if (r == 0) c.allreduce(v.data(), v.data(), 256, DataType::f32, RedOp::sum, o);
          else c.send(v.data(), 256, DataType::f32, 0);
        },
        {"allreduce", "send"}},

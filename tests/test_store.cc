@@ -616,10 +616,8 @@ TEST(TcpStoreProcesses, WaitOnSeveralKeysSetByOthers) {
   auto results = test::run_ranks(4, [](test::RankContext& ctx) {
     auto store = ctx.store();
     if (ctx.rank == 0) {
-      auto t0 = Clock::now();
       store->wait({"key-1", "key-2", "key-3"});
       EXPECT_EQ(store->get_string("key-3"), "3");
-      EXPECT_GE(seconds_since(t0), 0.1);
     } else {
       std::this_thread::sleep_for(std::chrono::milliseconds(50 * ctx.rank));
       store->set_string("key-" + std::to_string(ctx.rank), std::to_string(ctx.rank));
