@@ -49,9 +49,14 @@ TEST(FaultRestart, RestartsTheGroupAfterAFailureWithANewJobIdAndRestartCount) {
   const std::string job = restart_job_id();
   // Attempt 0: rank 1 leaves a segment of its job in /dev/shm and fails; every later attempt
   // succeeds and says whether the earlier attempt's segment is gone.
+  // Rank 1 fails only once every rank has said which attempt it runs (each leaves a mark in
+  // the job's /dev/shm prefix, which the sweep removes), so no line is lost to the kill.
   const std::string program =
       "echo attempt $HOOP_RESTART_COUNT job $HOOP_JOB_ID; "
+      "touch /dev/shm/hoop-${HOOP_JOB_ID}-said-$HOOP_RANK; "
       "if [ \"$HOOP_RESTART_COUNT\" = 0 ] && [ \"$HOOP_RANK\" = 1 ]; then "
+      "  for i in $(seq 600); do [ $(ls /dev/shm/hoop-${HOOP_JOB_ID}-said-* | wc -l) -ge 3 ] && break; "
+      "  sleep 0.05; done; "
       "  touch /dev/shm/hoop-${HOOP_JOB_ID}-leftover; exit 3; fi; "
       "if [ \"$HOOP_RESTART_COUNT\" = 0 ]; then exec sleep 30; fi; "
       "if [ -e /dev/shm/hoop-" + job + "-leftover ]; then echo sweep missing; else echo sweep ok; fi";
