@@ -46,7 +46,7 @@ void DirectComm::small(const Call& c) {
       }
     }
     CellHeader& mine = region_->cell_header(me, buffer);
-    if (writes) std::memcpy(region_->cell(me, buffer), c.send, input_bytes(c));
+    if (writes && input_bytes(c) > 0) std::memcpy(region_->cell(me, buffer), c.send, input_bytes(c));
     mine.sig = sig;
     mine.seq.store(op, std::memory_order_release);
     sync_->notify();
