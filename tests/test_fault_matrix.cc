@@ -178,8 +178,9 @@ bool run_case(const MatrixCase& mc, uint64_t seed) {
     const double latency = (at - fault_at) / 1e9;
     EXPECT_NE(ecode, ErrorCode::invalid_argument) << what;
     EXPECT_NE(ecode, ErrorCode::mismatch) << what;
-    // Told within the timeout (plus scheduling slack; the fault itself comes up to 3 ms late).
-    EXPECT_LE(latency, limit + 1.5) << "survivor " << r.rank << ": " << what;
+    // Told within the timeout, plus scheduling slack: 8 ranks on 2 cores under a sanitizer may
+    // wait a few hundred ms for the CPU at each hop of the failure's propagation.
+    EXPECT_LE(latency, limit + 4.0) << "survivor " << r.rank << ": " << what;
     switch (mc.fault) {
       case Fault::kill:
         EXPECT_TRUE(names_rank(what, victim)) << "survivor " << r.rank << " does not name rank "
