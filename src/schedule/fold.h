@@ -33,6 +33,24 @@ struct Fold {
   int first_real(int v) const { return v < rem ? 2 * v : v + rem; }
 };
 
+// The part every folded AllReduce shares: one rank (copy in to out), no data (nothing) and a
+// rank folded away (hand its vector to r+1, get the result back) need no exchanges. Returns
+// true when `s` is then complete.
+inline bool fold_trivial_allreduce(const CollectiveDesc& d, int r, const Fold& f, RankSchedule& s) {
+  const Range all_in{Buf::send, 0, d.count}, all_out{Buf::recv, 0, d.count};
+  if (d.nranks == 1) {
+    if (!d.in_place && d.count > 0) s.steps.push_back({{local_copy(all_in, all_out)}});
+    return true;
+  }
+  if (d.count == 0) return true;
+  if (f.folded_away(r)) {
+    s.steps.push_back({{send_to(r + 1, all_in)}});
+    s.steps.push_back({{recv_copy_from(r + 1, all_out)}});
+    return true;
+  }
+  return false;
+}
+
 // Adds a transfer only when it moves data: both sides of a transfer compute the same count,
 // so skipping empty ones on both sides keeps them matched and saves a header per link.
 inline void add_transfer(Step& step, const Action& a) {

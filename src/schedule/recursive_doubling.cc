@@ -28,17 +28,8 @@ RankSchedule recursive_doubling_allreduce(const CollectiveDesc& d, int r) {
   s.algorithm = "recursive-doubling";
   const size_t count = d.count;
   const Range all_in{Buf::send, 0, count}, all_out{Buf::recv, 0, count};
-  if (d.nranks == 1) {
-    if (!d.in_place && count > 0) s.steps.push_back({{local_copy(all_in, all_out)}});
-    return s;
-  }
-  if (count == 0) return s;
   const Fold f(d.nranks);
-  if (f.folded_away(r)) {
-    s.steps.push_back({{send_to(r + 1, all_in)}});
-    s.steps.push_back({{recv_copy_from(r + 1, all_out)}});
-    return s;
-  }
+  if (fold_trivial_allreduce(d, r, f, s)) return s;
   const int levels = f.levels;
   // loc[k]: where the partial of level k lives (loc[0]: the input).
   std::vector<Buf> loc(static_cast<size_t>(levels) + 1);
