@@ -29,6 +29,7 @@
 #include "hoop/error.h"
 #include "hoop/store.h"
 #include "hoop/types.h"
+#include "support/loopback_client.h"
 #include "support/spawn.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/handshake.h"
@@ -371,39 +372,6 @@ INSTANTIATE_TEST_SUITE_P(
 // ---------------------------------------------------------------------------------------------
 // Garbage on every rank's listening port and on the store while the job runs collectives.
 
-int connect_loopback(uint16_t port) {
-  // Non-blocking with a short limit: once a listener's backlog is full (listeners accept only
-  // while links connect), a blocking connect would hang the sender for minutes.
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return -1;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(port);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    pollfd p{fd, POLLOUT, 0};
-    int err = 0;
-    socklen_t len = sizeof err;
-    if (errno != EINPROGRESS || ::poll(&p, 1, 500) != 1 ||
-        ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) {
-      ::close(fd);
-      return -1;
-    }
-  }
-  const int flags = ::fcntl(fd, F_GETFL);
-  ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
-  return fd;
-}
-
-void send_all(int fd, const void* data, size_t n) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (k <= 0) return;  // the other side may close on us: that is its right
-    p += k;
-    n -= static_cast<size_t>(k);
-  }
-}
 
 // Sends one round of assorted garbage to `port`; idle connections go to `held`.
 void garbage_round(uint16_t port, uint64_t round, const std::string& job_id,
