@@ -316,6 +316,49 @@ TEST_P(SendRecvTest, RingOfAsyncSendsLargerThanTheTransportBuffers) {
   });
 }
 
+// A send that leaves the link full, then a barrier: the barrier's message is empty but must
+// still wait for room for its header. (Sent too early, counted as done with its header still
+// unsent, it was lost, and the peer met the next call's header: "mismatched calls".) Over shm
+// the ring is sized so that the send fills it exactly; over TCP the send is larger than the
+// socket buffers, which are near full when it completes.
+TEST_P(SendRecvTest, BarrierAfterASendThatFillsTheLink) {
+  constexpr size_t kRingBytes = 64 * 1024;
+  const bool tcp = std::string(GetParam()) == "tcp";
+  SpawnOptions opts;
+  opts.timeout = 90s;
+  opts.env.emplace_back("HOOP_SHM_RING_BYTES", std::to_string(kRingBytes));
+  if (tcp) opts.env.emplace_back("HOOP_TRANSPORT", "tcp");
+  auto results = run_ranks(4, [&](RankContext& ctx) {
+    CommOptions copts;
+    copts.timeout = 20s;
+    auto comm = ctx.make_comm(copts);
+    ctx.report("JOB " + comm->job_id());
+    const size_t count = tcp ? (size_t{16} << 20) / sizeof(int32_t) : (kRingBytes - 64) / sizeof(int32_t);
+    for (int round = 0; round < 3; ++round) {
+      if (comm->rank() == 0) {
+        std::vector<int32_t> out(count);
+        for (size_t i = 0; i < count; ++i) out[i] = ring_value(i, 0);
+        comm->send(out.data(), count, DataType::i32, 1);
+      } else if (comm->rank() == 1) {
+        std::this_thread::sleep_for(300ms);  // rank 0 finds the link full when it reaches the barrier
+        std::vector<int32_t> in(count, -1);
+        comm->recv(in.data(), count, DataType::i32, 0);
+        expect_ring_data(in, 0);
+      }
+      // Over the links (not shm-direct's shared region), where the empty message travels.
+      OpOptions over_links;
+      over_links.algo = "dissemination";
+      comm->barrier(over_links);
+      over_links.algo = "ring";
+      int32_t one = 1, total = 0;
+      comm->allreduce(&one, &total, 1, DataType::i32, RedOp::sum, over_links);
+      EXPECT_EQ(total, comm->size());
+    }
+  }, opts);
+  EXPECT_TRUE(all_ok(results));
+  expect_no_leftover_segments(reported_value(results, "JOB"));
+}
+
 INSTANTIATE_TEST_SUITE_P(CommFeatures, SendRecvTest, ::testing::Values("shm", "tcp"),
                          [](const ::testing::TestParamInfo<const char*>& p) {
                            return std::string(p.param);

@@ -434,3 +434,82 @@ TEST(HoopRun, ReportsUsageErrorsAndMissingPrograms) {
 }
 
 }  // namespace
+
+namespace {
+
+// This process's Cpus_allowed_list ("0-3,6"): what every unpinned rank reports too.
+std::string own_cpu_list() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Cpus_allowed_list:", 0) == 0) {
+      std::istringstream fields(line.substr(std::strlen("Cpus_allowed_list:")));
+      std::string list;
+      fields >> list;
+      return list;
+    }
+  }
+  return {};
+}
+
+// "0-3,6" -> {0, 1, 2, 3, 6}.
+std::vector<int> expand_cpu_list(const std::string& list) {
+  std::vector<int> cpus;
+  std::istringstream in(list);
+  std::string range;
+  while (std::getline(in, range, ',')) {
+    const auto dash = range.find('-');
+    const int lo = std::stoi(range.substr(0, dash));
+    const int hi = dash == std::string::npos ? lo : std::stoi(range.substr(dash + 1));
+    for (int c = lo; c <= hi; ++c) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+// rank -> the Cpus_allowed_list each rank of `hoop-run args -n N` reports.
+std::map<int, std::string> affinity_of_ranks(int nranks, const std::vector<std::string>& bind_args) {
+  std::vector<std::string> args{"-n", std::to_string(nranks), "--no-prefix"};
+  args.insert(args.end(), bind_args.begin(), bind_args.end());
+  for (const char* a : {"--", "sh", "-c",
+                        "echo $HOOP_RANK $(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)"}) {
+    args.emplace_back(a);
+  }
+  auto f = run_hoop(args);
+  EXPECT_EQ(f.exit_code, 0) << f.err;
+  std::map<int, std::string> got;
+  for (const auto& line : lines_of(f.out)) {
+    std::istringstream in(line);
+    int rank = -1;
+    std::string list;
+    in >> rank >> list;
+    got[rank] = list;
+  }
+  EXPECT_EQ(got.size(), static_cast<size_t>(nranks)) << f.out;
+  return got;
+}
+
+}  // namespace
+
+TEST(HoopRun, PinsOneRankPerCpuWhenTheyFit) {
+  const auto cpus = expand_cpu_list(own_cpu_list());
+  if (cpus.size() < 2) GTEST_SKIP() << "one CPU: nothing to share out";
+  const int n = static_cast<int>(std::min<size_t>(cpus.size(), 4));
+  const auto got = affinity_of_ranks(n, {});
+  for (int r = 0; r < n; ++r) EXPECT_EQ(got.at(r), std::to_string(cpus[static_cast<size_t>(r)])) << "rank " << r;
+}
+
+TEST(HoopRun, LeavesRanksUnpinnedWhenTheyOutnumberTheCpusOrWhenAsked) {
+  const std::string all = own_cpu_list();
+  const auto cpus = expand_cpu_list(all);
+  if (cpus.size() < 2 || cpus.size() > 16) GTEST_SKIP() << cpus.size() << " CPUs";
+  const int over = static_cast<int>(cpus.size()) + 1;
+  for (const auto& [rank, list] : affinity_of_ranks(over, {})) EXPECT_EQ(list, all) << "rank " << rank;
+  for (const auto& [rank, list] : affinity_of_ranks(2, {"--bind-to", "none"})) EXPECT_EQ(list, all) << "rank " << rank;
+  // Forced: round-robin over the CPUs even when oversubscribed.
+  for (const auto& [rank, list] : affinity_of_ranks(over, {"--bind-to", "core"})) {
+    EXPECT_EQ(list, std::to_string(cpus[static_cast<size_t>(rank) % cpus.size()])) << "rank " << rank;
+  }
+  auto bad = run_hoop({"-n", "2", "--bind-to", "socket", "--", "true"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--bind-to"), std::string::npos) << bad.err;
+}

@@ -44,6 +44,8 @@ std::string hostname() {
   return buf;
 }
 
+std::string machine_id() { return hostname() + "/" + boot_id(); }
+
 std::string host_id() {
   if (const char* forced = std::getenv("HOOP_HOST_ID"); forced && *forced) return forced;
   // Computed per call: a process that enters another network namespace changes host.

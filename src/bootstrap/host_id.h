@@ -8,6 +8,9 @@
 namespace hoop::bootstrap {
 
 std::string host_id();
+// The machine (kernel) this process runs on: hostname + boot id, whatever host it acts as.
+// Ranks with equal machine ids compete for the same cores.
+std::string machine_id();
 std::string hostname();
 
 }  // namespace hoop::bootstrap

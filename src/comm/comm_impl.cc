@@ -60,6 +60,13 @@ int local_count(const std::vector<PeerInfo>& peers, int rank) {
   for (const auto& p : peers) n += p.host_id == peers[static_cast<size_t>(rank)].host_id;
   return n;
 }
+// Ranks running on the same machine as `rank`, whatever host they act as (network namespaces
+// and HOOP_HOST_ID make separate hosts that still share this machine's cores).
+int machine_count(const std::vector<PeerInfo>& peers, int rank) {
+  int n = 0;
+  for (const auto& p : peers) n += p.machine_id == peers[static_cast<size_t>(rank)].machine_id;
+  return n;
+}
 schedule::Topology topology_of(const std::vector<PeerInfo>& peers) {
   std::vector<std::string> ids;
   ids.reserve(peers.size());
@@ -83,7 +90,7 @@ CommImpl::CommImpl(std::shared_ptr<JobContext> job, uint64_t comm_id, int rank,
       engine_([this](int peer, int channel, TimePoint deadline) -> transport::Link& {
                 return link(peer, channel, deadline);
               },
-              waiter_, abort_flag_, engine::config_from_env(local_size_)),
+              waiter_, abort_flag_, engine::config_from_env(machine_count(peers_, rank_))),
       counters_(peers_.size()),
       signature_check_(env::get_int("HOOP_CHECK").value_or(0) != 0),
       sends_to_(peers_.size()),

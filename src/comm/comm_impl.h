@@ -30,6 +30,7 @@ namespace hoop::detail {
 // What every rank publishes about itself at start-up.
 struct PeerInfo {
   std::string host_id;
+  std::string machine_id;  // the kernel it runs on: ranks of one machine share its cores
   int pid = 0;
   std::vector<std::string> tcp;  // the listener's addresses
 };

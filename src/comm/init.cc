@@ -52,6 +52,7 @@ void rendezvous(const InitParams& params, detail::JobContext& job, detail::PeerI
   job.listener = listener_for(job.job_id);
 
   me.host_id = bootstrap::host_id();
+  me.machine_id = bootstrap::machine_id();
   me.pid = static_cast<int>(::getpid());
   me.tcp = job.listener->addresses();
   job.store->set_string(fmt::format("hoop/c0/peer/{}", params.rank), detail::encode_peer_info(me));

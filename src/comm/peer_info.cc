@@ -8,6 +8,7 @@ namespace hoop::detail {
 std::string encode_peer_info(const PeerInfo& p) {
   nlohmann::json j;
   j["host_id"] = p.host_id;
+  j["machine_id"] = p.machine_id;
   j["pid"] = p.pid;
   j["tcp"] = p.tcp;
   return j.dump();
@@ -18,6 +19,7 @@ PeerInfo decode_peer_info(const std::string& text) {
     const auto j = nlohmann::json::parse(text);
     PeerInfo p;
     p.host_id = j.at("host_id").get<std::string>();
+    p.machine_id = j.at("machine_id").get<std::string>();
     p.pid = j.at("pid").get<int>();
     p.tcp = j.at("tcp").get<std::vector<std::string>>();
     return p;

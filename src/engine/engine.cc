@@ -23,12 +23,12 @@ using schedule::Buf;
 using transport::FrameHeader;
 using transport::padded_size;
 
-EngineConfig config_from_env(int local_ranks) {
+EngineConfig config_from_env(int machine_ranks) {
   EngineConfig cfg;
   if (auto s = env::get_size("HOOP_SLICE_BYTES")) cfg.slice_bytes = std::max<uint64_t>(*s, 4096);
   const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
   // With more ranks than cores a spinning rank steals the core its peer needs: yield instead.
-  cfg.yield_while_spinning = cores > 0 && local_ranks > cores;
+  cfg.yield_while_spinning = cores > 0 && machine_ranks > cores;
   if (auto us = env::get_int("HOOP_SPIN_US")) cfg.spin = std::chrono::microseconds(std::max<int64_t>(*us, 0));
   return cfg;
 }
@@ -218,30 +218,39 @@ class Run {
     PeerState& p = peers_[slot(a)];
     waiting_peer_ = a.peer;
     bool moved = false;
-    if (p.tx_header_done < sizeof(FrameHeader)) {
-      const auto* h = reinterpret_cast<const std::byte*>(&p.tx_header);
-      size_t w = p.link->write_some(h + p.tx_header_done, sizeof(FrameHeader) - p.tx_header_done);
-      p.tx_header_done += w;
-      moved = w > 0;
-      if (p.tx_header_done < sizeof(FrameHeader)) return moved;
-    }
     size_t limit = pr.data_bytes;
     if (a.after >= 0) limit = std::min(limit, progress_[static_cast<size_t>(a.after)].data_done);
     const std::byte* src = ptr(a.src);
-    while (pr.data_done < limit) {
-      const size_t want = std::min(limit - pr.data_done, cfg_.slice_bytes);
-      const size_t w = p.link->write_some(src + pr.data_done, want);
+    for (;;) {
+      // What is left of the link's header, the next slice of data and, when the data ends in
+      // it, the padding: one write, so a small message is one segment on TCP.
+      transport::WritePart parts[3];
+      size_t n = 0;
+      const size_t header_left = sizeof(FrameHeader) - p.tx_header_done;
+      if (header_left > 0) {
+        parts[n++] = {reinterpret_cast<const std::byte*>(&p.tx_header) + p.tx_header_done, header_left};
+      }
+      const size_t data_left = limit > pr.data_done ? std::min(limit - pr.data_done, cfg_.slice_bytes) : 0;
+      if (data_left > 0) parts[n++] = {src + pr.data_done, data_left};
+      const size_t pad_left = pr.data_done + data_left == pr.data_bytes ? pr.pad() - pr.pad_done : 0;
+      if (pad_left > 0) parts[n++] = {kZeros, pad_left};
+      if (n == 0) break;
+      size_t w = p.link->write_parts({parts, n});
       if (w == 0) break;
-      pr.data_done += w;
-      counters_[static_cast<size_t>(a.peer)].sent += w;
       moved = true;
-    }
-    if (pr.data_done == pr.data_bytes && pr.pad_done < pr.pad()) {
-      const size_t w = p.link->write_some(kZeros, pr.pad() - pr.pad_done);
+      const size_t h = std::min(w, header_left);
+      p.tx_header_done += h;
+      w -= h;
+      const size_t d = std::min(w, data_left);
+      pr.data_done += d;
+      counters_[static_cast<size_t>(a.peer)].sent += d;
+      w -= d;
       pr.pad_done += w;
-      moved |= w > 0;
+      if (h < header_left || d < data_left || w < pad_left) break;  // the link is full for now
     }
-    pr.complete = pr.data_done == pr.data_bytes && pr.pad_done == pr.pad();
+    // An empty send (a barrier's) is complete only once its link's header is out.
+    pr.complete = p.tx_header_done == sizeof(FrameHeader) && pr.data_done == pr.data_bytes &&
+                  pr.pad_done == pr.pad();
     return moved;
   }
 

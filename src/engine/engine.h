@@ -51,9 +51,9 @@ struct EngineConfig {
   bool yield_while_spinning = false;   // oversubscribed: give the core away while polling
 };
 
-// Default configuration from HOOP_SLICE_BYTES / HOOP_SPIN_US and whether local ranks
-// outnumber this machine's cores.
-EngineConfig config_from_env(int local_ranks);
+// Default configuration from HOOP_SLICE_BYTES / HOOP_SPIN_US and whether the ranks running on
+// this machine (`machine_ranks`, separate hosts of a lab included) outnumber its cores.
+EngineConfig config_from_env(int machine_ranks);
 
 class Engine {
  public:

@@ -90,11 +90,17 @@ class Evaluator {
 
   bool relay_analysis = false;
 
+  // The steps one after another, plus the pipeline fill of forwarded receives once: a
+  // forwarding chain fills at its first step; later steps' transfers overlap the previous
+  // steps' forwarding tails (a tree's chunks stream through it), so the fill is not paid again.
   double rank_seconds(int r) {
     RankInfo& ri = info(r);
-    double t = 0;
-    for (size_t k = 0; k < ri.steps.size(); ++k) t += step_seconds(r, static_cast<int>(k));
-    return t;
+    double t = 0, fill = 0;
+    for (size_t k = 0; k < ri.steps.size(); ++k) {
+      t += step_seconds(r, static_cast<int>(k));
+      fill = std::max(fill, lag(r, static_cast<int>(k)));
+    }
+    return t + fill;
   }
 
  private:
@@ -180,7 +186,7 @@ class Evaluator {
         comm = std::max(comm, t);
       }
     }
-    return lag(r, k) + comm + sp.local_seconds;
+    return comm + sp.local_seconds;
   }
 
   // Extra wait of step k of rank r for senders that forward what they receive: the pipeline

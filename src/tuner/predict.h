@@ -7,7 +7,8 @@
 //    part of further messages (overhead_fraction * alpha each), plus reduced bytes * gamma and
 //    copied bytes * copy;
 //  - a receive whose sender forwards it (Action::after) waits for the sender's own pipeline to
-//    fill: one slice time per hop upstream (chains and trees);
+//    fill: one slice time per hop upstream (chains and trees), paid once per rank (its longest
+//    fill), since later steps overlap the earlier steps' forwarding;
 //  - ranks advance in lockstep (step k of every rank at the same time): right for the
 //    symmetric algorithms, an approximation for the others; the predicted time is the slowest
 //    evaluated rank.

@@ -58,7 +58,10 @@ int run_benchmark(Communicator& comm, const BenchConfig& cfg) {
                                     comm.size()));
   }
   auto available = schedule::algorithms_for(cfg.collective);
-  if (direct::supports(cfg.collective)) available.emplace_back(direct::kAlgorithmName);
+  // shm-direct needs every rank on this host; elsewhere it is not a choice ("all" skips it).
+  if (direct::supports(cfg.collective) && comm.local_size() == comm.size()) {
+    available.emplace_back(direct::kAlgorithmName);
+  }
   const auto algos = resolve_algos(cfg.algos, available);
   const auto layouts = plan_layouts(size_sequence(cfg.sizes), cfg.collective,
                                     dtype_size(cfg.dtype), comm.size());

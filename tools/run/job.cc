@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "core/errors.h"
+#include "cpu_binding.h"
 #include "hoop/store.h"
 #include "output_forwarder.h"
 #include "rank_env.h"
@@ -158,6 +159,15 @@ AttemptResult run_attempt(const RunOptions& opts, SignalChannel& signals, const 
   UniqueFd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   if (!dev_null.valid()) throw_system_error(ErrorCode::internal, "open /dev/null", errno);
 
+  std::vector<bool> here(static_cast<size_t>(opts.nranks), true);
+  if (multi_host) {
+    for (int r = 0; r < opts.nranks; ++r) {
+      const int host = job_env.placement.at(static_cast<size_t>(r)).host;
+      here[static_cast<size_t>(r)] = is_this_machine(job_env.hosts.at(static_cast<size_t>(host)).name);
+    }
+  }
+  const std::vector<int> cpu_of_rank = plan_binding(opts.bind_to, here, allowed_cpus());
+
   SupervisorConfig config;
   config.nranks = opts.nranks;
   config.prefix_output = opts.prefix_output;
@@ -175,6 +185,11 @@ AttemptResult run_attempt(const RunOptions& opts, SignalChannel& signals, const 
     // Ranks never read the terminal: in their own process groups they would be stopped by
     // SIGTTIN, and N readers of one stdin make no sense.
     spec.stdin_fd = dev_null.get();
+    if (const int cpu = cpu_of_rank.at(static_cast<size_t>(rank)); cpu >= 0) {
+      spec.bind = true;
+      CPU_ZERO(&spec.cpus);
+      CPU_SET(cpu, &spec.cpus);
+    }
     return spec;
   });
   result.rank_failed = supervisor.ended_by_rank_failure();

@@ -22,6 +22,8 @@ constexpr const char* kFooter =
     "hoop-run exits with the failed rank's code (128+signal when killed); 124 on --timeout.\n"
     "With --max-restarts K a failed group is started again (at most K times) under a new job\n"
     "id and store; the exit code is the last attempt's.\n"
+    "Ranks started on this machine are pinned one per CPU when they fit in hoop-run's CPUs\n"
+    "(--bind-to auto, as Open MPI binds to cores); --bind-to none leaves them unpinned.\n"
     "With --hosts or --hostfile ranks fill the hosts in order; each is started with the\n"
     "--launcher command (not for localhost) and gets HOOP_HOST_ID = its host's name (ranks of one\n"
     "host share memory, the others use TCP), HOOP_SOCKET_IFNAME = the host's ifname= if given,\n"
@@ -83,6 +85,11 @@ ParsedCommandLine parse_run_options(int argc, char** argv) {
                  "after a rank fails, restart the whole group up to this many times (new job "
                  "id and store; the ranks get HOOP_RESTART_COUNT)")
       ->check(CLI::Range(0, 1000));
+  app.add_option("--bind-to", opts.bind_to,
+                 "pin each rank started here to one CPU: auto (when the ranks fit in hoop-run's "
+                 "CPUs), core (always, round-robin), none")
+      ->check(CLI::IsMember({"auto", "core", "none"}))
+      ->capture_default_str();
   HostArgs host_args;
   add_host_options(app, host_args);
   // Without "--", the first argument that is not an option of hoop-run starts the command.

@@ -22,6 +22,10 @@ struct RunOptions {
   double timeout_seconds = 0.0;  // 0: no timeout
   int max_restarts = 0;  // restarts of the whole group after a rank fails (elastic restart)
   HostOptions hosts;             // --hosts / --hostfile: ranks on several hosts
+  // --bind-to: "auto" pins the ranks started on this machine one per CPU when they fit in
+  // hoop-run's CPUs (as Open MPI binds to cores by default), "core" pins them round-robin
+  // whatever their number, "none" leaves them to the scheduler.
+  std::string bind_to = "auto";
 };
 
 // What parse_run_options decided: run with `options`, or exit at once with `exit_code`

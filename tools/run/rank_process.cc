@@ -57,6 +57,8 @@ void make_pipe(UniqueFd& read_end, UniqueFd& write_end) {
   dfl.sa_handler = SIG_DFL;
   ::sigaction(SIGPIPE, &dfl, nullptr);  // hoop-run ignores it; exec keeps an ignored signal
   ::sigprocmask(SIG_SETMASK, &spec.child_sigmask, nullptr);
+  // Best effort: a CPU taken away meanwhile (cgroup change) leaves the rank unpinned.
+  if (spec.bind) ::sched_setaffinity(0, sizeof spec.cpus, &spec.cpus);
 
   ::execve(spec.program_path.c_str(), argv, envp);
   if (errno == ENOEXEC) ::execve("/bin/sh", shell_argv, envp);  // a script without "#!", as execvp does

@@ -3,6 +3,7 @@
 // PR_SET_PDEATHSIG so that it dies with hoop-run even when hoop-run is killed with -9.
 #pragma once
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/types.h>
 
@@ -20,6 +21,8 @@ struct LaunchSpec {
   std::vector<std::string> env;   // "NAME=VALUE"
   sigset_t child_sigmask;         // the signal mask the child starts with
   int stdin_fd = -1;              // the child's stdin
+  bool bind = false;              // pin the child to `cpus` before exec
+  cpu_set_t cpus;
 };
 
 // Looks program up like execvp: as is when it contains a '/', else in the directories of

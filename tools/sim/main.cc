@@ -6,6 +6,8 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -34,7 +36,7 @@ struct SimArgs {
   int hosts = 0;           // 0: from ranks_per_host, else one rank per host
   int ranks_per_host = 0;  // 0: from hosts
   std::string link, latency, stream, shm_bw, shm_latency, reduce_bw, model_file;
-  std::string collective, min_text = "1K", max_text = "1G", dtype_text = "f32", algo_text;
+  std::string collective, min_text = "1K", max_text = "1G", dtype_text = "f32", algo_text, json_file;
   uint64_t factor = 2;
   int root = 0;
   int nchannels = 0;
@@ -86,6 +88,7 @@ int main(int argc, char** argv) {
   app.add_option("-r,--root", a.root, "root of broadcast and reduce")->capture_default_str();
   app.add_option("--algo", a.algo_text, "only these algorithms (NAME[,NAME...])");
   app.add_option("--nchannels", a.nchannels, "force the channel count")->check(CLI::Range(1, 64));
+  app.add_option("--json", a.json_file, "also write every prediction to this JSON file");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -149,6 +152,7 @@ int main(int argc, char** argv) {
     std::printf("#\n# %12s %12s  %-20s %3s %12s %12s %8s %10s %10s %10s\n", "size", "count", "algorithm", "ch",
                 "time(us)", "busbw(GB/s)", "steps", "sent/rank", "max/link", "tcp/host");
     const double factor = hoop::bench::busbw_factor(*op, a.ranks);
+    nlohmann::json rows = nlohmann::json::array();
     for (const auto& l : layouts) {
       schedule::CollectiveDesc d;
       d.op = *op;
@@ -163,13 +167,22 @@ int main(int argc, char** argv) {
         const auto& p = c.prediction;
         const std::string size_col = first ? fmt::format("{:12} {:12}", l.bytes, l.count) : fmt::format("{:25}", "");
         first = false;
+        nlohmann::json row = {{"size_bytes", l.bytes}, {"count", l.count}, {"algorithm", c.algorithm},
+                              {"nchannels", c.nchannels}, {"applicable", p.applicable}};
         if (!p.applicable) {
+          row["why_not"] = p.why_not;
+          rows.push_back(row);
           std::printf("  %s  %-20s %3d %12s   (%s)\n", size_col.c_str(), c.algorithm.c_str(), c.nchannels, "n/a",
                       p.why_not.c_str());
           continue;
         }
         const double us = p.seconds * 1e6;
         const double busbw = hoop::bench::algbw_gbps(l.bytes, us) * factor;
+        row["time_us"] = us;
+        row["busbw_gbps"] = busbw;
+        row["steps"] = p.steps;
+        row["picked"] = c.algorithm == pick.algorithm && c.nchannels == pick.nchannels;
+        rows.push_back(row);
         std::printf("  %s  %-20s %3d %12.2f %12.3f %8zu %10s %10s %10s\n", size_col.c_str(), c.algorithm.c_str(),
                     c.nchannels, us, busbw, p.steps, human_bytes(static_cast<double>(p.max_rank_bytes_sent)).c_str(),
                     human_bytes(static_cast<double>(p.max_link_bytes)).c_str(),
@@ -180,6 +193,17 @@ int main(int argc, char** argv) {
       } else {
         std::printf("  %25s  -> pick %s (%d channel%s), %.2f us\n", "", pick.algorithm.c_str(), pick.nchannels,
                     pick.nchannels == 1 ? "" : "s", pick.predicted_seconds * 1e6);
+      }
+    }
+    if (!a.json_file.empty()) {
+      std::ofstream out(a.json_file);
+      out << nlohmann::json{{"tool", "hoop-sim"}, {"collective", a.collective}, {"ranks", a.ranks},
+                            {"hosts", topo.nhosts()}, {"dtype", a.dtype_text}, {"rows", rows}}
+                 .dump(1)
+          << "\n";
+      if (!out) {
+        std::fprintf(stderr, "hoop-sim: cannot write %s\n", a.json_file.c_str());
+        return 1;
       }
     }
     return 0;

@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -78,6 +79,31 @@ size_t TcpLink::write_some(const void* src, size_t n) {
   if (n == 0) return 0;
   for (;;) {
     const ssize_t sent = ::send(fd_.get(), src, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent >= 0) {
+      bytes_written_ += static_cast<uint64_t>(sent);
+      return static_cast<size_t>(sent);
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+    fail_errno("send to", errno);
+  }
+}
+
+size_t TcpLink::write_parts(std::span<const WritePart> parts) {
+  constexpr size_t kMaxParts = 8;
+  if (parts.size() > kMaxParts) return Link::write_parts(parts);
+  if (!poison_reason_.empty()) fail_closed();
+  iovec iov[kMaxParts];
+  size_t n = 0;
+  for (const WritePart& p : parts) {
+    if (p.size > 0) iov[n++] = iovec{const_cast<void*>(p.data), p.size};
+  }
+  if (n == 0) return 0;
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = n;
+  for (;;) {
+    const ssize_t sent = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (sent >= 0) {
       bytes_written_ += static_cast<uint64_t>(sent);
       return static_cast<size_t>(sent);

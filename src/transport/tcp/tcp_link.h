@@ -21,6 +21,7 @@ class TcpLink final : public Link {
 
   std::string_view kind() const noexcept override { return "tcp"; }
   size_t write_some(const void* src, size_t n) override;
+  size_t write_parts(std::span<const WritePart> parts) override;
   std::span<const std::byte> readable() override;
   void consume(size_t n) override;
   bool arm(Waiter& w, bool want_read, bool want_write) override;
