@@ -108,6 +108,28 @@ TEST(TunerModel, ForwardingChainWaitsOneSlicePerHop) {
   EXPECT_EQ(p.critical_rank, 2);
 }
 
+TEST(TunerModel, PipelineFillIsPaidOncePerRank) {
+  // The chain of the test above, twice: the second step's transfers overlap the first step's
+  // forwarding tail, so the fill (one hop) is paid once, not per step.
+  const auto topo = schedule::Topology::single_host(3);
+  const LinkView links{&topo, LinkView::Force::none};
+  const size_t n = 1 << 20;
+  auto twice = [](std::vector<schedule::Action> actions) {
+    RankSchedule s;
+    s.steps.push_back({actions});
+    s.steps.push_back({actions});
+    return s;
+  };
+  std::vector<RankSchedule> ranks = {
+      twice({schedule::send_to(1, elems(n))}),
+      twice({schedule::recv_copy_from(0, Range{Buf::recv, 0, n}), schedule::send_to(2, Range{Buf::recv, 0, n}, 0)}),
+      twice({schedule::recv_copy_from(1, Range{Buf::recv, 0, n})})};
+  const auto p = tuner::predict_schedules(ranks, 4, links, round_model());
+  const double message = 1e-6 + 4.0 * n / 1e9;
+  const double hop = 1e-6 + 262144 / 1e9;
+  EXPECT_NEAR(p.seconds, hop + 2 * message, 1e-12);
+}
+
 TEST(TunerModel, TcpRanksOfOneHostShareItsNic) {
   // Hosts {0,1} and {2,3}: ranks 0 and 1 both send to the other host in the same step.
   schedule::Topology topo;
@@ -211,6 +233,25 @@ TEST(TunerSelect, BestIsTheFastestApplicableAndTiesGoFirst) {
   c.prediction.seconds = 1;
   EXPECT_EQ(tuner::Tuner::best({a, b, c}).algorithm, "c");
   EXPECT_EQ(tuner::Tuner::best({b}).algorithm, "");
+}
+
+TEST(TunerSelect, RingWinsNearTiesWithExchangeAlgorithmsOnly) {
+  auto cand = [](const char* name, double seconds, int channels = 1) {
+    tuner::Candidate c{name, channels, {}};
+    c.prediction.applicable = true;
+    c.prediction.seconds = seconds;
+    return c;
+  };
+  // Within 5% of halving-doubling or recursive doubling: the ring (its best channel count).
+  EXPECT_EQ(tuner::Tuner::best({cand("halving-doubling", 1.00), cand("ring", 1.049)}).algorithm, "ring");
+  const auto two = tuner::Tuner::best({cand("ring", 1.06), cand("ring", 1.04, 2), cand("recursive-doubling", 1.0)});
+  EXPECT_EQ(two.algorithm, "ring");
+  EXPECT_EQ(two.nchannels, 2);
+  EXPECT_DOUBLE_EQ(two.predicted_seconds, 1.04);
+  // Beyond the margin, or against anything else, the fastest.
+  EXPECT_EQ(tuner::Tuner::best({cand("halving-doubling", 1.00), cand("ring", 1.051)}).algorithm, "halving-doubling");
+  EXPECT_EQ(tuner::Tuner::best({cand("shm-direct", 1.00), cand("ring", 1.01)}).algorithm, "shm-direct");
+  EXPECT_EQ(tuner::Tuner::best({cand("tree", 1.00), cand("ring", 1.01)}).algorithm, "tree");
 }
 
 // With a large per-message cost, a log-step algorithm wins small messages and the ring wins

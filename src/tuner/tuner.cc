@@ -79,12 +79,12 @@ Choice Tuner::best(const std::vector<Candidate>& priced) {
       have = true;
     }
   }
-  // Near-ties go to the ring. Its steps stream through the links' buffers, so a rank that runs
+  // Near-ties between the ring and an exchange algorithm go to the ring. Its steps stream through the links' buffers, so a rank that runs
   // late delays only its successor; an exchange step (halving-doubling, recursive doubling)
   // waits for one partner whose own lateness compounds step after step. The lockstep model
   // sees neither; measured in the lab, the ring is 5-25% ahead of halving-doubling from 1 MiB
   // where the model has the two within 1% (docs/BENCHMARKS.md).
-  if (!have || c.algorithm == "ring") return c;
+  if (!have || (c.algorithm != "halving-doubling" && c.algorithm != "recursive-doubling")) return c;
   const Candidate* ring = nullptr;
   for (const auto& p : priced) {
     if (p.prediction.applicable && p.algorithm == "ring" &&

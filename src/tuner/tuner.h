@@ -47,7 +47,8 @@ class Tuner {
                                    const std::vector<std::string>& names,
                                    std::optional<int> forced_channels = std::nullopt) const;
   // The fastest of price_all; ties go to the earlier one, except that the ring (its best
-  // channel count) wins when it is predicted within kRingTieMargin of the fastest.
+  // channel count) wins over halving-doubling or recursive doubling when it is predicted within
+  // kRingTieMargin of them.
   static Choice best(const std::vector<Candidate>& priced);
   static constexpr double kRingTieMargin = 0.05;
 
