@@ -100,7 +100,10 @@ TEST(FaultRestart, ExitCodeIsTheLastAttemptsAndRestartsAreBounded) {
   // Without --max-restarts nothing is retried; a successful job is not restarted either.
   auto once = run_hoop({"-n", "2", "--", "sh", "-c", "echo attempt $HOOP_RESTART_COUNT job x; exit 5"});
   EXPECT_EQ(once.exit_code, 5);
-  EXPECT_EQ(attempts_by_rank(once.out).at(0).size(), 1u) << once.out;
+  // The rank that fails first has printed; the other may be stopped before it prints.
+  const auto once_seen = attempts_by_rank(once.out);
+  EXPECT_FALSE(once_seen.empty()) << once.out;
+  for (const auto& [rank, tries] : once_seen) EXPECT_EQ(tries.size(), 1u) << "rank " << rank << "\n" << once.out;
   auto ok = run_hoop({"-n", "2", "--max-restarts", "3", "--", "sh", "-c",
                       "echo attempt $HOOP_RESTART_COUNT job x"});
   EXPECT_EQ(ok.exit_code, 0);
