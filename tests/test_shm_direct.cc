@@ -220,14 +220,16 @@ void expect_identical_hashes(const std::vector<RankResult>& results) {
 }
 
 // Small tunables: a 1 KiB small-message limit in 4 KiB cells, 8 KiB chunk slots, so a few
-// thousand elements already take the large path over several chunks and reuse every stage.
-SpawnOptions small_tunables(const char* stages) {
+// thousand elements already take the large path over several chunks and reuse every stage;
+// broadcasts from `single_copy` bytes read the root's buffer directly ("0": never).
+SpawnOptions small_tunables(const char* stages, const char* single_copy = "16K") {
   SpawnOptions o;
   o.timeout = 120s;
   o.env = {{"HOOP_DIRECT_SMALL_BYTES", "1K"},
            {"HOOP_DIRECT_CELL_BYTES", "4K"},
            {"HOOP_DIRECT_CHUNK_BYTES", "8K"},
-           {"HOOP_DIRECT_STAGES", stages}};
+           {"HOOP_DIRECT_STAGES", stages},
+           {"HOOP_DIRECT_SINGLE_COPY_BYTES", single_copy}};
   return o;
 }
 
@@ -264,10 +266,11 @@ std::string ranks_name(const ::testing::TestParamInfo<int>& p) { return std::to_
 
 INSTANTIATE_TEST_SUITE_P(ShmDirect, ShmDirectRanks, ::testing::Values(1, 2, 3, 4, 5, 8), ranks_name);
 
-// One stage (no chunk in flight while the next is copied in) and three.
+// One stage (no chunk in flight while the next is copied in) and three; broadcasts through the
+// slots only, and all through the root's buffer.
 TEST(ShmDirect, OneAndThreeStagesPipelineCorrectly) {
-  run_cases(3, {1, 2053, 9973}, small_tunables("1"));
-  run_cases(3, {1, 2053, 9973}, small_tunables("3"));
+  run_cases(3, {1, 2053, 9973}, small_tunables("1", "0"));
+  run_cases(3, {1, 2053, 9973}, small_tunables("3", "2K"));
 }
 
 // The default tunables: counts around the 16 KiB small limit and the 512 KiB chunk of f32.

@@ -9,6 +9,8 @@
 //    part it reduces itself), reduces its 1/N part reading every peer's slot (rank order,
 //    vectorized kernels), leaves the result in its own slot, and every rank copies the other
 //    parts out. `stages` slots per rank keep several chunks in flight.
+//  - Large broadcasts (from Tunables::single_copy_bytes, where the kernel lets ranks read each
+//    other's memory): one copy, each rank reading the root's buffer with process_vm_readv.
 //
 // f16/bf16 reductions run on f32 copies and round once, like the schedule-based path.
 #pragma once
@@ -79,6 +81,7 @@ class DirectComm {
   void large_reducescatter(const Call& c);
   void large_allgather(const Call& c);
   void large_broadcast(const Call& c);
+  void single_copy_broadcast(const Call& c);
   // Waits until every rank released stage (g % stages) of chunk g - stages.
   void wait_stage_free(uint64_t g);
   void publish_chunk_in(uint64_t g, const OpSignature& sig);
@@ -93,6 +96,7 @@ class DirectComm {
   std::unique_ptr<Region> region_;
   std::unique_ptr<Sync> sync_;
   size_t small_limit_ = 0;
+  size_t single_copy_bytes_ = 0;  // broadcasts from this size read the root's buffer; 0: never
   OpSignature current_sig_;
   uint64_t ops_ = 0;        // ops run on the region (identical on every rank)
   uint64_t small_ops_ = 0;  // small ops run on the region (identical on every rank)

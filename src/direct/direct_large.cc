@@ -5,7 +5,10 @@
 // slot holds its input), chunk_reduced (its part of the slot holds the reduced result) and
 // chunk_done (it no longer reads anyone's slot for this chunk). A slot stage is rewritten only
 // once every rank is done with the chunk that used it before.
+#include <sys/uio.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "core/errors.h"
@@ -259,6 +262,10 @@ void DirectComm::large_allgather(const Call& c) {
 }
 
 void DirectComm::large_broadcast(const Call& c) {
+  if (single_copy_bytes_ > 0 && c.count * dtype_size(c.dtype) >= single_copy_bytes_) {
+    single_copy_broadcast(c);
+    return;
+  }
   const int me = p_.rank;
   const size_t es = dtype_size(c.dtype);
   const size_t stages = region_->geometry().stages;
@@ -286,6 +293,52 @@ void DirectComm::large_broadcast(const Call& c) {
     }
     set_chunk_done(g);
   }
+}
+
+// Broadcast in one copy: the root publishes where its buffer is, every other rank reads it
+// with process_vm_readv straight into its own, and the root returns once they all have (its
+// buffer must not change before). One chunk number for the whole call, on every rank.
+void DirectComm::single_copy_broadcast(const Call& c) {
+  const int me = p_.rank;
+  const size_t bytes = c.count * dtype_size(c.dtype);
+  const uint64_t g = chunks_++;
+  const size_t stage = g % region_->geometry().stages;
+  const OpSignature sig = current_sig_;
+  wait_stage_free(g);
+  if (me == c.root) {
+    SlotHeader& h = region_->slot_header(me, stage);
+    h.source_addr = reinterpret_cast<uint64_t>(c.send);
+    h.source_bytes = bytes;
+    publish_chunk_in(g, sig);
+    if (c.recv != c.send) std::memmove(c.recv, c.send, bytes);
+    for (int p = 0; p < p_.nranks; ++p) {
+      if (p == me) continue;
+      RankControl& pc = region_->control(p);
+      sync_->wait(p, "copy the broadcast from this rank's buffer",
+                  [&] { return pc.chunk_done.load(std::memory_order_acquire) >= g + 1; });
+    }
+  } else {
+    publish_chunk_in(g, sig);  // the signature, so that a rank naming another root fails as a mismatch
+    wait_chunk_in(c.root, g, sig);
+    const SlotHeader& h = region_->slot_header(c.root, stage);
+    const pid_t root_pid = p_.pids.at(static_cast<size_t>(c.root));
+    size_t done = 0;
+    while (done < bytes) {
+      iovec local{static_cast<std::byte*>(c.recv) + done, bytes - done};
+      iovec remote{reinterpret_cast<void*>(h.source_addr + done), bytes - done};
+      const ssize_t got = ::process_vm_readv(root_pid, &local, 1, &remote, 1, 0);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) {
+        throw_system_error(ErrorCode::peer_failure,
+                           fmt::format("shm-direct broadcast: cannot read rank {}'s buffer (pid {}); "
+                                       "HOOP_DIRECT_SINGLE_COPY_BYTES=0 copies through shared memory instead",
+                                       c.root, root_pid),
+                           got < 0 ? errno : EIO, ErrorContext{p_.rank, sync_->context().op, sig.seq, c.root});
+      }
+      done += static_cast<size_t>(got);
+    }
+  }
+  set_chunk_done(g);
 }
 
 }  // namespace hoop::direct

@@ -85,6 +85,8 @@ struct alignas(kLine) CellHeader {
 struct alignas(kLine) SlotHeader {
   uint64_t chunk;
   OpSignature sig;
+  uint64_t source_addr;   // single-copy broadcast: the root's buffer, in the root's address space
+  uint64_t source_bytes;
 };
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);

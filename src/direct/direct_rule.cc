@@ -1,8 +1,11 @@
 #include "direct/direct_rule.h"
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <mutex>
+#include <sstream>
+#include <string>
 
 #include "core/env.h"
 #include "direct/direct_layout.h"
@@ -32,6 +35,7 @@ Tunables from_env(int nranks) {
   t.small_bytes = std::min<size_t>(env::get_size("HOOP_DIRECT_SMALL_BYTES").value_or(16 << 10), t.cell_bytes);
   t.chunk_bytes = round_up(std::max<uint64_t>(env::get_size("HOOP_DIRECT_CHUNK_BYTES").value_or(512 << 10), kPage), kPage);
   t.stages = static_cast<size_t>(std::clamp<int64_t>(env::get_int("HOOP_DIRECT_STAGES").value_or(2), 1, 16));
+  t.single_copy_bytes = env::get_size("HOOP_DIRECT_SINGLE_COPY_BYTES").value_or(1 << 20);
   return t;
 }
 
@@ -44,6 +48,40 @@ const Tunables& tunables(int nranks) {
   auto it = cache.find(nranks);
   if (it == cache.end()) it = cache.emplace(nranks, from_env(nranks)).first;
   return it->second;
+}
+
+namespace {
+
+// The real uid on the "Uid:" line of /proc/<pid>/status; -1 when unreadable.
+long real_uid_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Uid:", 0) == 0) {
+      std::istringstream fields(line.substr(4));
+      long uid = -1;
+      fields >> uid;
+      return uid;
+    }
+  }
+  return -1;
+}
+
+}  // namespace
+
+bool single_copy_possible(const std::vector<pid_t>& pids) {
+  // Yama's ptrace_scope 1-3 limit process_vm_readv to ancestors (or nobody): the ranks are
+  // siblings. Without Yama the classic rule applies: same user.
+  std::ifstream yama("/proc/sys/kernel/yama/ptrace_scope");
+  int scope = 0;
+  if (yama && (yama >> scope) && scope != 0) return false;
+  long uid = -2;
+  for (pid_t pid : pids) {
+    const long u = real_uid_of(pid);
+    if (u < 0 || (uid != -2 && u != uid)) return false;
+    uid = u;
+  }
+  return true;
 }
 
 }  // namespace hoop::direct

@@ -3,8 +3,11 @@
 // wherever every rank of the communicator shares one host.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <string_view>
+#include <vector>
 
 #include "hoop/types.h"
 
@@ -22,7 +25,15 @@ struct Tunables {
   size_t small_bytes;  // inputs up to this use the cells; HOOP_DIRECT_SMALL_BYTES
   size_t chunk_bytes;  // pipelined chunk slot per rank and stage; HOOP_DIRECT_CHUNK_BYTES
   size_t stages;       // chunks in flight; HOOP_DIRECT_STAGES
+  // Broadcasts of at least this many bytes are copied once, straight from the root's buffer
+  // (process_vm_readv), where the kernel allows it; HOOP_DIRECT_SINGLE_COPY_BYTES, 0: never.
+  size_t single_copy_bytes;
 };
+
+// Whether every process of `pids` may read the others' memory with process_vm_readv: the same
+// user, and no Yama restriction beyond the classic ptrace rules. The same answer on every rank
+// of one machine (it reads the same files).
+bool single_copy_possible(const std::vector<pid_t>& pids);
 const Tunables& tunables(int nranks);
 
 }  // namespace hoop::direct
