@@ -17,6 +17,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -80,6 +81,16 @@ class DirectComm {
   void large_allreduce(const Call& c, bool only_root_gets_result);
   void large_reducescatter(const Call& c);
   void large_allgather(const Call& c);
+  // The chunks of one large call: `n` of `per` elements (the last one shorter), numbered from
+  // g0 on the region. Every rank takes the same numbers, since all run the same calls.
+  struct Chunks {
+    uint64_t g0;
+    size_t n;
+    size_t per;
+    size_t count;
+    size_t len(size_t k) const { return std::min(per, count - k * per); }
+  };
+  Chunks take_chunks(size_t count, size_t per_chunk);
   void large_broadcast(const Call& c);
   void single_copy_broadcast(const Call& c);
   // Waits until every rank released stage (g % stages) of chunk g - stages.

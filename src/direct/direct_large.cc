@@ -39,6 +39,12 @@ bool overlaps(const void* a, size_t abytes, const void* b, size_t bbytes) {
 
 }  // namespace
 
+DirectComm::Chunks DirectComm::take_chunks(size_t count, size_t per_chunk) {
+  const Chunks ch{chunks_, (count + per_chunk - 1) / per_chunk, per_chunk, count};
+  chunks_ += ch.n;
+  return ch;
+}
+
 void DirectComm::wait_stage_free(uint64_t g) {
   const uint64_t stages = region_->geometry().stages;
   if (g < stages) return;
@@ -94,19 +100,16 @@ void DirectComm::large_allreduce(const Call& c, bool only_root_gets_result) {
   const size_t es = dtype_size(c.dtype);
   const size_t stages = region_->geometry().stages;
   const size_t chunk = region_->geometry().chunk_bytes / es;
-  const size_t nchunks = (c.count + chunk - 1) / chunk;
-  const uint64_t g0 = chunks_;
-  chunks_ += nchunks;
+  const Chunks ch = take_chunks(c.count, chunk);
   const OpSignature sig = current_sig_;
   const bool gets_result = !only_root_gets_result || me == c.root;
   const auto* send = static_cast<const std::byte*>(c.send);
   auto* recv = static_cast<std::byte*>(c.recv);
-  const auto len_of = [&](size_t k) { return std::min(chunk, c.count - k * chunk); };
 
   const auto copy_in = [&](size_t k) {
-    const uint64_t g = g0 + k;
+    const uint64_t g = ch.g0 + k;
     wait_stage_free(g);
-    const size_t len = len_of(k);
+    const size_t len = ch.len(k);
     const Part own = part_of(len, me, n, es);
     std::byte* dst = region_->slot(me, g % stages);
     const std::byte* src = send + k * chunk * es;
@@ -115,9 +118,9 @@ void DirectComm::large_allreduce(const Call& c, bool only_root_gets_result) {
     publish_chunk_in(g, sig);
   };
   const auto reduce_own = [&](size_t k) {
-    const uint64_t g = g0 + k;
+    const uint64_t g = ch.g0 + k;
     const size_t s = g % stages;
-    const Part own = part_of(len_of(k), me, n, es);
+    const Part own = part_of(ch.len(k), me, n, es);
     if (own.count() > 0) {
       for (int p = 0; p < n; ++p)
         if (p != me) wait_chunk_in(p, g, sig);
@@ -134,9 +137,9 @@ void DirectComm::large_allreduce(const Call& c, bool only_root_gets_result) {
     set_chunk_reduced(g);
   };
   const auto copy_out = [&](size_t k) {
-    const uint64_t g = g0 + k;
+    const uint64_t g = ch.g0 + k;
     if (gets_result) {
-      const size_t len = len_of(k);
+      const size_t len = ch.len(k);
       for (int p = 0; p < n; ++p) {
         const Part part = part_of(len, p, n, es);
         if (p == me || part.count() == 0) continue;
@@ -151,11 +154,11 @@ void DirectComm::large_allreduce(const Call& c, bool only_root_gets_result) {
   // With two or more stages the next chunk is copied in between reducing this one and
   // collecting the peers' parts, which hides how far apart the ranks finish their reductions.
   copy_in(0);
-  for (size_t k = 0; k < nchunks; ++k) {
+  for (size_t k = 0; k < ch.n; ++k) {
     reduce_own(k);
-    if (stages > 1 && k + 1 < nchunks) copy_in(k + 1);
+    if (stages > 1 && k + 1 < ch.n) copy_in(k + 1);
     copy_out(k);
-    if (stages == 1 && k + 1 < nchunks) copy_in(k + 1);
+    if (stages == 1 && k + 1 < ch.n) copy_in(k + 1);
   }
 }
 
@@ -169,20 +172,17 @@ void DirectComm::large_reducescatter(const Call& c) {
   size_t per_block = region_->geometry().chunk_bytes / static_cast<size_t>(n) / es;
   if (per_block >= align) per_block = per_block / align * align;
   per_block = std::max<size_t>(per_block, 1);
-  const size_t nchunks = (c.count + per_block - 1) / per_block;
-  const uint64_t g0 = chunks_;
-  chunks_ += nchunks;
+  const Chunks ch = take_chunks(c.count, per_block);
   const OpSignature sig = current_sig_;
   const auto* send = static_cast<const std::byte*>(c.send);
   auto* recv = static_cast<std::byte*>(c.recv);
   const size_t block_bytes = c.count * es;
   const bool reduce_into_recv = !overlaps(recv, block_bytes, send, block_bytes * static_cast<size_t>(n));
-  const auto len_of = [&](size_t k) { return std::min(per_block, c.count - k * per_block); };
 
   const auto copy_in = [&](size_t k) {
-    const uint64_t g = g0 + k;
+    const uint64_t g = ch.g0 + k;
     wait_stage_free(g);
-    const size_t len = len_of(k);
+    const size_t len = ch.len(k);
     std::byte* slot = region_->slot(me, g % stages);
     for (int p = 0; p < n; ++p) {
       if (p == me) continue;
@@ -192,9 +192,9 @@ void DirectComm::large_reducescatter(const Call& c) {
     publish_chunk_in(g, sig);
   };
   const auto reduce_own = [&](size_t k) {
-    const uint64_t g = g0 + k;
+    const uint64_t g = ch.g0 + k;
     const size_t s = g % stages;
-    const size_t len = len_of(k);
+    const size_t len = ch.len(k);
     for (int p = 0; p < n; ++p)
       if (p != me) wait_chunk_in(p, g, sig);
     const size_t in_slot = static_cast<size_t>(me) * per_block * es;
@@ -213,9 +213,9 @@ void DirectComm::large_reducescatter(const Call& c) {
   };
 
   copy_in(0);
-  for (size_t k = 0; k < nchunks; ++k) {
+  for (size_t k = 0; k < ch.n; ++k) {
     reduce_own(k);
-    if (k + 1 < nchunks) copy_in(k + 1);
+    if (k + 1 < ch.n) copy_in(k + 1);
   }
 }
 
@@ -224,23 +224,20 @@ void DirectComm::large_allgather(const Call& c) {
   const size_t es = dtype_size(c.dtype);
   const size_t stages = region_->geometry().stages;
   const size_t chunk = region_->geometry().chunk_bytes / es;
-  const size_t nchunks = (c.count + chunk - 1) / chunk;
-  const uint64_t g0 = chunks_;
-  chunks_ += nchunks;
+  const Chunks ch = take_chunks(c.count, chunk);
   const OpSignature sig = current_sig_;
   const auto* send = static_cast<const std::byte*>(c.send);
   auto* recv = static_cast<std::byte*>(c.recv);
-  const auto len_of = [&](size_t k) { return std::min(chunk, c.count - k * chunk); };
 
   const auto copy_in = [&](size_t k) {
-    const uint64_t g = g0 + k;
+    const uint64_t g = ch.g0 + k;
     wait_stage_free(g);
-    std::memcpy(region_->slot(me, g % stages), send + k * chunk * es, len_of(k) * es);
+    std::memcpy(region_->slot(me, g % stages), send + k * chunk * es, ch.len(k) * es);
     publish_chunk_in(g, sig);
   };
   const auto copy_out = [&](size_t k) {
-    const uint64_t g = g0 + k;
-    const size_t len = len_of(k);
+    const uint64_t g = ch.g0 + k;
+    const size_t len = ch.len(k);
     std::byte* own = recv + (static_cast<size_t>(me) * c.count + k * chunk) * es;
     if (own != send + k * chunk * es) std::memmove(own, send + k * chunk * es, len * es);
     for (int p = 0; p < n; ++p) {
@@ -254,10 +251,10 @@ void DirectComm::large_allgather(const Call& c) {
 
   // With two or more stages the next chunk goes in before this one is collected.
   copy_in(0);
-  for (size_t k = 0; k < nchunks; ++k) {
-    if (stages > 1 && k + 1 < nchunks) copy_in(k + 1);
+  for (size_t k = 0; k < ch.n; ++k) {
+    if (stages > 1 && k + 1 < ch.n) copy_in(k + 1);
     copy_out(k);
-    if (stages == 1 && k + 1 < nchunks) copy_in(k + 1);
+    if (stages == 1 && k + 1 < ch.n) copy_in(k + 1);
   }
 }
 
@@ -270,15 +267,13 @@ void DirectComm::large_broadcast(const Call& c) {
   const size_t es = dtype_size(c.dtype);
   const size_t stages = region_->geometry().stages;
   const size_t chunk = region_->geometry().chunk_bytes / es;
-  const size_t nchunks = (c.count + chunk - 1) / chunk;
-  const uint64_t g0 = chunks_;
-  chunks_ += nchunks;
+  const Chunks ch = take_chunks(c.count, chunk);
   const OpSignature sig = current_sig_;
   const auto* send = static_cast<const std::byte*>(c.send);
   auto* recv = static_cast<std::byte*>(c.recv);
-  for (size_t k = 0; k < nchunks; ++k) {
-    const uint64_t g = g0 + k;
-    const size_t len = std::min(chunk, c.count - k * chunk) * es;
+  for (size_t k = 0; k < ch.n; ++k) {
+    const uint64_t g = ch.g0 + k;
+    const size_t len = ch.len(k) * es;
     if (me == c.root) {
       wait_stage_free(g);
       std::memcpy(region_->slot(me, g % stages), send + k * chunk * es, len);
@@ -301,7 +296,7 @@ void DirectComm::large_broadcast(const Call& c) {
 void DirectComm::single_copy_broadcast(const Call& c) {
   const int me = p_.rank;
   const size_t bytes = c.count * dtype_size(c.dtype);
-  const uint64_t g = chunks_++;
+  const uint64_t g = take_chunks(1, 1).g0;
   const size_t stage = g % region_->geometry().stages;
   const OpSignature sig = current_sig_;
   wait_stage_free(g);
