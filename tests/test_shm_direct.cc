@@ -221,7 +221,8 @@ void expect_identical_hashes(const std::vector<RankResult>& results) {
 
 // Small tunables: a 1 KiB small-message limit in 4 KiB cells, 8 KiB chunk slots, so a few
 // thousand elements already take the large path over several chunks and reuse every stage;
-// broadcasts from `single_copy` bytes read the root's buffer directly ("0": never).
+// from `single_copy` bytes ("0": never) out-of-place AllReduce, ReduceScatter, AllGather and
+// Broadcast read the peers' buffers directly, 1 KiB per peer and read in the reductions.
 SpawnOptions small_tunables(const char* stages, const char* single_copy = "16K") {
   SpawnOptions o;
   o.timeout = 120s;
@@ -229,7 +230,9 @@ SpawnOptions small_tunables(const char* stages, const char* single_copy = "16K")
            {"HOOP_DIRECT_CELL_BYTES", "4K"},
            {"HOOP_DIRECT_CHUNK_BYTES", "8K"},
            {"HOOP_DIRECT_STAGES", stages},
-           {"HOOP_DIRECT_SINGLE_COPY_BYTES", single_copy}};
+           {"HOOP_DIRECT_SINGLE_COPY_BYTES", single_copy},
+           {"HOOP_DIRECT_SINGLE_COPY_ALLREDUCE_BYTES", "16K"},
+           {"HOOP_DIRECT_SINGLE_COPY_PART_BYTES", "1K"}};
   return o;
 }
 

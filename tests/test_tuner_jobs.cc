@@ -151,6 +151,39 @@ ToolRun run_tool(const std::string& command) {
   return r;
 }
 
+// The communicator remembers its choice per call shape; a forced algorithm is part of the
+// shape, so alternating forced and automatic calls of one size each run what they asked for.
+TEST(TunerJobs, RememberedChoicesFollowTheCallShape) {
+  const auto results = run_ranks(2, [](RankContext& ctx) {
+    auto comm = ctx.make_comm();
+    std::vector<int32_t> v(1000);
+    std::string ran;
+    for (const char* algo : {"ring", "", "ring", "recursive-doubling", ""}) {
+      std::fill(v.begin(), v.end(), 1);
+      OpOptions o;
+      o.algo = algo;
+      comm->allreduce(v.data(), v.data(), v.size(), DataType::i32, RedOp::sum, o);
+      if (v[999] != 2) throw std::runtime_error("wrong sum");
+      ran += comm->last_algorithm() + " ";
+    }
+    // The same size as another collective, and broadcasts from two roots.
+    std::vector<int32_t> out(2000);
+    comm->allgather(v.data(), out.data(), v.size(), DataType::i32);
+    ran += comm->last_algorithm() + " ";
+    for (int root : {0, 1}) {
+      v.assign(v.size(), ctx.rank == root ? 7 + root : 0);
+      comm->broadcast(v.data(), v.data(), v.size(), DataType::i32, root);
+      if (v[0] != 7 + root) throw std::runtime_error("wrong broadcast");
+    }
+    ctx.report(ran);
+  });
+  ASSERT_TRUE(all_ok(results));
+  for (const auto& r : results) {
+    ASSERT_EQ(r.reports.size(), 1u);
+    EXPECT_EQ(r.reports[0], "ring shm-direct ring recursive-doubling shm-direct shm-direct ") << "rank " << r.rank;
+  }
+}
+
 TEST(TunerSim, PricesFourThousandRanks) {
   const auto r = run_tool(std::string(HOOP_BIN_DIR) +
                           "/hoop-sim --ranks 4096 --hosts 512 --link 200Gbps --latency 5us allreduce -b 1M -e 16M -f 16 --nchannels 1 --algo ring,recursive-doubling");

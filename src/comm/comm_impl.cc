@@ -130,10 +130,9 @@ Work CommImpl::submit(OpTask t, bool blocking) {
   } else {
     t.seq = ++next_seq_;
   }
-  auto state = std::make_shared<WorkState>(t.seq);
-  t.work = state;
   if (blocking && queue_.empty() && !busy_) {
-    // Fast path: nothing queued, run on the caller's thread.
+    // Fast path: nothing queued, run on the caller's thread. A blocking call has no handle to
+    // give back (its caller discards it), so none is made.
     busy_ = true;
     lk.unlock();
     std::exception_ptr error;
@@ -146,10 +145,11 @@ Work CommImpl::submit(OpTask t, bool blocking) {
     busy_ = false;
     lk.unlock();
     cv_.notify_all();
-    state->finish(error);
     if (error) std::rethrow_exception(error);
-    return Work(state);
+    return Work();
   }
+  auto state = std::make_shared<WorkState>(t.seq);
+  t.work = state;
   queue_.push_back(std::move(t));
   if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
   lk.unlock();

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -71,7 +72,8 @@ class CommImpl {
   const std::string& job_id() const { return job_->job_id; }
   uint64_t comm_id() const { return comm_id_; }
 
-  // Validates (throwing invalid_argument at once), then runs in issue order.
+  // Validates (throwing invalid_argument at once), then runs in issue order. A blocking call
+  // returns once done, with an empty handle when it ran on the caller's thread.
   Work submit(OpTask task, bool blocking);
   std::shared_ptr<Communicator> split(int color, int key);
   void abort(const std::string& reason);
@@ -138,6 +140,18 @@ class CommImpl {
   std::string last_algorithm_;
   std::mutex tuner_mu_;
   std::unique_ptr<tuner::Tuner> tuner_;
+  // The choice made for each call shape (guarded by tuner_mu_): the same every time, and working
+  // it out (candidate names, the tuner's key) cost 0.2 us of a 1 KiB AllReduce's 1.7 us.
+  struct ChoiceKey {
+    OpType op;
+    DataType dtype;
+    size_t count;
+    int root;
+    std::string algo;
+    auto operator<=>(const ChoiceKey&) const = default;
+  };
+  std::map<ChoiceKey, AlgoChoice> choices_;
+  AlgoChoice work_out_algorithm(const OpTask& t);
   std::exception_ptr failure_;  // set once an operation failed: the communicator is unusable
 
   // Issue order.

@@ -17,6 +17,9 @@ bool is_half_reduction(const OpTask& t) {
   return half && reducing;
 }
 
+// Call shapes whose choice is remembered; beyond, the memory starts over.
+constexpr size_t kRememberedChoices = 4096;
+
 }  // namespace
 
 void CommImpl::calibrate(Communicator& self) {
@@ -36,6 +39,10 @@ void CommImpl::calibrate(Communicator& self) {
   job_->cost_model = std::make_shared<const tuner::CostModel>(model);
   // The calibration's messages are not the user's traffic.
   reset_stats();
+  {
+    std::lock_guard lk(tuner_mu_);
+    choices_.clear();  // made with the model before the calibration
+  }
   std::lock_guard lk(mu_);
   last_algorithm_.clear();
 }
@@ -53,6 +60,20 @@ tuner::Tuner& CommImpl::tuner() {
 }
 
 CommImpl::AlgoChoice CommImpl::choose_algorithm(const OpTask& t) {
+  const bool rooted = t.desc.op == OpType::broadcast || t.desc.op == OpType::reduce;
+  ChoiceKey key{t.desc.op, t.dtype, t.desc.count, rooted ? t.desc.root : -1, t.opts.algo};
+  {
+    std::lock_guard lk(tuner_mu_);
+    if (auto it = choices_.find(key); it != choices_.end()) return it->second;
+  }
+  AlgoChoice choice = work_out_algorithm(t);
+  std::lock_guard lk(tuner_mu_);
+  if (choices_.size() >= kRememberedChoices) choices_.clear();
+  choices_.emplace(std::move(key), choice);
+  return choice;
+}
+
+CommImpl::AlgoChoice CommImpl::work_out_algorithm(const OpTask& t) {
   const std::optional<int> forced_channels = channels_from_env();
   std::string name = t.opts.algo.empty() ? algorithm_from_env(t.desc.op) : t.opts.algo;
   if (name == "auto") name.clear();

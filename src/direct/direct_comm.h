@@ -9,8 +9,10 @@
 //    part it reduces itself), reduces its 1/N part reading every peer's slot (rank order,
 //    vectorized kernels), leaves the result in its own slot, and every rank copies the other
 //    parts out. `stages` slots per rank keep several chunks in flight.
-//  - Large broadcasts (from Tunables::single_copy_bytes, where the kernel lets ranks read each
-//    other's memory): one copy, each rank reading the root's buffer with process_vm_readv.
+//  - Single copy, where the kernel lets ranks read each other's memory: ReduceScatter,
+//    AllGather and Broadcast from Tunables::single_copy_bytes, out-of-place AllReduce from
+//    Tunables::single_copy_allreduce_bytes. Ranks read each other's buffers with
+//    process_vm_readv, no slot in between (direct_single_copy.cc).
 //
 // f16/bf16 reductions run on f32 copies and round once, like the schedule-based path.
 #pragma once
@@ -92,7 +94,6 @@ class DirectComm {
   };
   Chunks take_chunks(size_t count, size_t per_chunk);
   void large_broadcast(const Call& c);
-  void single_copy_broadcast(const Call& c);
   // Waits until every rank released stage (g % stages) of chunk g - stages.
   void wait_stage_free(uint64_t g);
   void publish_chunk_in(uint64_t g, const OpSignature& sig);
@@ -101,18 +102,41 @@ class DirectComm {
   void set_chunk_reduced(uint64_t g);
   void set_chunk_done(uint64_t g);
 
+  // Single-copy path.
+  bool single_copy(const Call& c) const;  // whether this call takes it
+  void single_copy_allreduce(const Call& c);
+  void single_copy_reducescatter(const Call& c);
+  void single_copy_allgather(const Call& c);
+  void single_copy_broadcast(const Call& c);
+  struct PeerBuffers {
+    uint64_t input = 0, output = 0;  // addresses in the peer's address space
+  };
+  // Publishes this rank's buffers with chunk g (the call's first) and reads the peers'.
+  void publish_buffers(uint64_t g, const void* input, const void* output);
+  PeerBuffers peer_buffers(int peer, uint64_t g);
+  std::vector<PeerBuffers> exchange_buffers(uint64_t g, const void* input, const void* output);
+  // Copies `bytes` from `addr` in the peer's address space; throws peer_failure when it cannot.
+  void read_peer(int peer, void* dst, uint64_t addr, size_t bytes);
+  void reduce_inputs(const Call& c, const std::vector<PeerBuffers>& peers, std::byte* dst, const std::byte* own,
+                     size_t offset, size_t count);
+  // Marks the call's last chunk done and, if peers read this rank's buffers, waits for them all.
+  void finish_single_copy(uint64_t g_last, bool others_read_mine);
+
   CommParams p_;
   transport::Waiter& waiter_;
   const std::atomic<bool>& abort_;
   std::unique_ptr<Region> region_;
   std::unique_ptr<Sync> sync_;
   size_t small_limit_ = 0;
-  size_t single_copy_bytes_ = 0;  // broadcasts from this size read the root's buffer; 0: never
+  size_t single_copy_bytes_ = 0;  // calls moving this much take the single-copy path; 0: never
+  size_t single_copy_part_ = 0;   // bytes a single-copy reduction reads per peer and call
+  size_t single_copy_allreduce_bytes_ = 0;  // out-of-place AllReduce also needs this much
   OpSignature current_sig_;
   uint64_t ops_ = 0;        // ops run on the region (identical on every rank)
   uint64_t small_ops_ = 0;  // small ops run on the region (identical on every rank)
   uint64_t chunks_ = 0;     // chunks run on the region (identical on every rank)
   engine::ScratchPool staging_;
+  engine::ScratchPool reduce_buffers_;  // the cache-sized buffers the large reductions run in
 };
 
 }  // namespace hoop::direct

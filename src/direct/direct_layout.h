@@ -11,6 +11,7 @@
 // cell_bytes / chunk_bytes are multiples of the page size.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -85,8 +86,10 @@ struct alignas(kLine) CellHeader {
 struct alignas(kLine) SlotHeader {
   uint64_t chunk;
   OpSignature sig;
-  uint64_t source_addr;   // single-copy broadcast: the root's buffer, in the root's address space
-  uint64_t source_bytes;
+  // Single-copy collectives: where the owner's input and output buffers are, in its address
+  // space (peers read them with process_vm_readv).
+  uint64_t input_addr;
+  uint64_t output_addr;
 };
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
@@ -94,6 +97,20 @@ static_assert(sizeof(OpSignature) == 24);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 
 inline constexpr size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
+
+// The part of a chunk of `len` elements that rank p reduces when N ranks split it: [lo, hi),
+// cut at 64-byte boundaries (the last parts may be short or empty).
+struct Part {
+  size_t lo = 0, hi = 0;
+  size_t count() const { return hi - lo; }
+};
+inline Part part_of(size_t len, int p, int nranks, size_t esize) {
+  const size_t align = std::max<size_t>(1, kLine / esize);
+  const size_t n = static_cast<size_t>(nranks);
+  const size_t per = round_up((len + n - 1) / n, align);
+  const size_t lo = std::min(len, per * static_cast<size_t>(p));
+  return {lo, std::min(len, lo + per)};
+}
 
 // Byte offsets of every part of the region for the given geometry.
 struct RegionGeometry {

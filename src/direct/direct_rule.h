@@ -25,9 +25,16 @@ struct Tunables {
   size_t small_bytes;  // inputs up to this use the cells; HOOP_DIRECT_SMALL_BYTES
   size_t chunk_bytes;  // pipelined chunk slot per rank and stage; HOOP_DIRECT_CHUNK_BYTES
   size_t stages;       // chunks in flight; HOOP_DIRECT_STAGES
-  // Broadcasts of at least this many bytes are copied once, straight from the root's buffer
-  // (process_vm_readv), where the kernel allows it; HOOP_DIRECT_SINGLE_COPY_BYTES, 0: never.
+  // AllReduce and Broadcast buffers of at least this many bytes (ReduceScatter and AllGather:
+  // N blocks) are read straight from the peers' buffers (process_vm_readv) where the kernel
+  // allows it, with no slot in between; HOOP_DIRECT_SINGLE_COPY_BYTES, 0: never.
   size_t single_copy_bytes;
+  // Out-of-place AllReduce also needs this many bytes (below, its pipelined slots measured
+  // faster); HOOP_DIRECT_SINGLE_COPY_ALLREDUCE_BYTES.
+  size_t single_copy_allreduce_bytes;
+  // What a single-copy reduction reads from one peer per process_vm_readv: the call's cost
+  // (pinning the peer's pages) wants large pieces; HOOP_DIRECT_SINGLE_COPY_PART_BYTES.
+  size_t single_copy_part_bytes;
 };
 
 // Whether every process of `pids` may read the others' memory with process_vm_readv: the same
