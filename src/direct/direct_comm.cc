@@ -42,6 +42,7 @@ void DirectComm::ensure_region(const ErrorContext& ctx, std::chrono::millisecond
   region_ = Region::open(rp, *p_.store, Clock::now() + timeout, abort_, ctx);
   sync_ = std::make_unique<Sync>(*region_, p_.rank, p_.pids, waiter_, abort_, p_.spin);
   small_limit_ = std::min(t.small_bytes, region_->geometry().cell_bytes);
+  cell_seen_.assign(static_cast<size_t>(p_.nranks), 0);
   single_copy_part_ = t.single_copy_part_bytes;
   single_copy_allreduce_bytes_ = t.single_copy_allreduce_bytes;
   single_copy_bytes_ = t.single_copy_bytes > 0 && single_copy_possible(p_.pids) ? t.single_copy_bytes : 0;

@@ -134,6 +134,7 @@ class DirectComm {
   OpSignature current_sig_;
   uint64_t ops_ = 0;        // ops run on the region (identical on every rank)
   uint64_t small_ops_ = 0;  // small ops run on the region (identical on every rank)
+  std::vector<uint64_t> cell_seen_;  // per peer: the last small op whose cell this rank read
   uint64_t chunks_ = 0;     // chunks run on the region (identical on every rank)
   engine::ScratchPool staging_;
   engine::ScratchPool reduce_buffers_;  // the cache-sized buffers the large reductions run in

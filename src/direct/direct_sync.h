@@ -90,7 +90,9 @@ class Sync {
     // Spinning only helps while the peer runs on another CPU: sharing ours (the scheduler put
     // both there), every spin delays the very write we wait for, so yield to it instead.
     const int cpu = ::sched_getcpu();
-    me.cpu.store(cpu, std::memory_order_relaxed);
+    // Stored only when it changed: this line also holds `sleeping`, which every peer's notify()
+    // reads, and a store would take the line from all their caches (a miss each, every op).
+    if (me.cpu.load(std::memory_order_relaxed) != cpu) me.cpu.store(cpu, std::memory_order_relaxed);
     bool yield = spin_.yield || peer_shares_cpu(peer, cpu);
     for (uint32_t i = 1;; ++i) {
       if (ready()) return;
