@@ -320,6 +320,35 @@ TEST(ShmDirect, BackToBackAsynchronousOpsStayInOrder) {
   expect_no_leftover_segments(results);
 }
 
+// Ranks may call one AllReduce in place on some ranks and out of place on others; every rank
+// must still take the same path (cells, slots or single copy) and get the exact sum.
+TEST(ShmDirect, InPlaceOnSomeRanksOnly) {
+  constexpr int kRanks = 3;
+  auto results = run_ranks(kRanks, [&](RankContext& ctx) {
+    auto comm = ctx.make_comm();
+    ctx.report("JOB " + comm->job_id());
+    OpOptions opts;
+    opts.algo = kAlgo;
+    for (size_t count : {size_t{67}, size_t{2053}, size_t{9973}, size_t{40009}}) {
+      std::vector<int32_t> in(count), out(count, -1);
+      for (size_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(i * 3 + static_cast<size_t>(ctx.rank));
+      const bool in_place = ctx.rank == 1;
+      comm->allreduce(in.data(), in_place ? in.data() : out.data(), count, DataType::i32, RedOp::sum, opts);
+      const std::vector<int32_t>& got = in_place ? in : out;
+      for (size_t i = 0; i < count; ++i) {
+        const auto want = static_cast<int32_t>(kRanks * i * 3 + 0 + 1 + 2);
+        if (got[i] != want) {
+          ADD_FAILURE() << "rank " << ctx.rank << " count " << count << " element " << i << ": " << got[i]
+                        << " != " << want;
+          break;
+        }
+      }
+    }
+  }, small_tunables("2"));
+  EXPECT_TRUE(all_ok(results));
+  expect_no_leftover_segments(results);
+}
+
 // No rank leaves a barrier before the last one entered it (ranks enter skewed on purpose).
 TEST(ShmDirect, BarrierWaitsForTheLastRank) {
   constexpr int kRanks = 4;

@@ -118,9 +118,8 @@ bool DirectComm::single_copy(const Call& c) const {
   if (single_copy_bytes_ == 0) return false;
   const size_t bytes = c.count * dtype_size(c.dtype);
   switch (c.op) {
-    // In place, and below a few MiB, the slots measured as fast or faster.
-    case OpType::allreduce:
-      return c.send != c.recv && bytes >= std::max(single_copy_bytes_, single_copy_allreduce_bytes_);
+    // Not whether this rank works in place: ranks may differ there, and all must take one path.
+    case OpType::allreduce: return bytes >= std::max(single_copy_bytes_, single_copy_allreduce_bytes_);
     case OpType::broadcast: return bytes >= single_copy_bytes_;
     // What each rank reads or writes in all: N blocks.
     case OpType::reducescatter:

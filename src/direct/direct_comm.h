@@ -10,7 +10,7 @@
 //    vectorized kernels), leaves the result in its own slot, and every rank copies the other
 //    parts out. `stages` slots per rank keep several chunks in flight.
 //  - Single copy, where the kernel lets ranks read each other's memory: ReduceScatter,
-//    AllGather and Broadcast from Tunables::single_copy_bytes, out-of-place AllReduce from
+//    AllGather and Broadcast from Tunables::single_copy_bytes, AllReduce from
 //    Tunables::single_copy_allreduce_bytes. Ranks read each other's buffers with
 //    process_vm_readv, no slot in between (direct_single_copy.cc).
 //
@@ -130,7 +130,7 @@ class DirectComm {
   size_t small_limit_ = 0;
   size_t single_copy_bytes_ = 0;  // calls moving this much take the single-copy path; 0: never
   size_t single_copy_part_ = 0;   // bytes a single-copy reduction reads per peer and call
-  size_t single_copy_allreduce_bytes_ = 0;  // out-of-place AllReduce also needs this much
+  size_t single_copy_allreduce_bytes_ = 0;  // AllReduce also needs this much
   OpSignature current_sig_;
   uint64_t ops_ = 0;        // ops run on the region (identical on every rank)
   uint64_t small_ops_ = 0;  // small ops run on the region (identical on every rank)

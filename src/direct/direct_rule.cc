@@ -36,7 +36,7 @@ Tunables from_env(int nranks) {
   t.chunk_bytes = round_up(std::max<uint64_t>(env::get_size("HOOP_DIRECT_CHUNK_BYTES").value_or(512 << 10), kPage), kPage);
   t.stages = static_cast<size_t>(std::clamp<int64_t>(env::get_int("HOOP_DIRECT_STAGES").value_or(2), 1, 16));
   t.single_copy_bytes = env::get_size("HOOP_DIRECT_SINGLE_COPY_BYTES").value_or(1 << 20);
-  t.single_copy_allreduce_bytes = env::get_size("HOOP_DIRECT_SINGLE_COPY_ALLREDUCE_BYTES").value_or(16 << 20);
+  t.single_copy_allreduce_bytes = env::get_size("HOOP_DIRECT_SINGLE_COPY_ALLREDUCE_BYTES").value_or(64 << 20);
   t.single_copy_part_bytes =
       round_up(std::max<uint64_t>(env::get_size("HOOP_DIRECT_SINGLE_COPY_PART_BYTES").value_or(1 << 20), kLine), kLine);
   return t;
