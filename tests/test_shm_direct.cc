@@ -33,6 +33,20 @@ using Clock = std::chrono::steady_clock;
 constexpr const char* kAlgo = "shm-direct";
 constexpr size_t kGuard = 64;
 
+// Options that force shm-direct.
+OpOptions forced_direct() {
+  OpOptions o;
+  o.algo = kAlgo;
+  return o;
+}
+
+// The rank's communicator; its job id is reported, for the check that nothing is left behind.
+std::shared_ptr<Communicator> make_reported_comm(RankContext& ctx, CommOptions opts = {}) {
+  auto comm = ctx.make_comm(std::move(opts));
+  ctx.report("JOB " + comm->job_id());
+  return comm;
+}
+
 enum class Coll { allreduce, reducescatter, allgather, broadcast, reduce };
 
 const char* name(Coll c) {
@@ -133,8 +147,7 @@ class CaseRunner {
       if (c.coll == Coll::allgather) send = recv + static_cast<size_t>(rank) * c.count * es;
     }
     if (c.coll != Coll::broadcast || rank == c.root) ref::fill_inputs(send, c.dt, c.op, seed, rank, 0, c.input_elems(n));
-    OpOptions opts;
-    opts.algo = kAlgo;
+    const OpOptions opts = forced_direct();
     switch (c.coll) {
       case Coll::allreduce: comm_.allreduce(send, recv, c.count, c.dt, c.op, opts); break;
       case Coll::reducescatter: comm_.reducescatter(send, recv, c.count, c.dt, c.op, opts); break;
@@ -244,8 +257,7 @@ void run_cases(int n, const std::vector<size_t>& counts, const SpawnOptions& opt
     bytes = std::max({bytes, c.input_elems(n) * es, c.output_elems(n) * es});
   }
   auto results = run_ranks(n, [&](RankContext& ctx) {
-    auto comm = ctx.make_comm();
-    ctx.report("JOB " + comm->job_id());
+    auto comm = make_reported_comm(ctx);
     CaseRunner runner(ctx, *comm, bytes);
     for (const Case& c : cases) runner.run(c);
   }, opts);
@@ -289,10 +301,8 @@ TEST(ShmDirect, BackToBackAsynchronousOpsStayInOrder) {
   constexpr int kRanks = 4;
   constexpr int kOps = 120;
   auto results = run_ranks(kRanks, [&](RankContext& ctx) {
-    auto comm = ctx.make_comm();
-    ctx.report("JOB " + comm->job_id());
-    OpOptions opts;
-    opts.algo = kAlgo;
+    auto comm = make_reported_comm(ctx);
+    const OpOptions opts = forced_direct();
     std::vector<std::vector<int32_t>> bufs(kOps);
     std::vector<Work> works;
     for (int k = 0; k < kOps; ++k) {
@@ -325,10 +335,8 @@ TEST(ShmDirect, BackToBackAsynchronousOpsStayInOrder) {
 TEST(ShmDirect, InPlaceOnSomeRanksOnly) {
   constexpr int kRanks = 3;
   auto results = run_ranks(kRanks, [&](RankContext& ctx) {
-    auto comm = ctx.make_comm();
-    ctx.report("JOB " + comm->job_id());
-    OpOptions opts;
-    opts.algo = kAlgo;
+    auto comm = make_reported_comm(ctx);
+    const OpOptions opts = forced_direct();
     for (size_t count : {size_t{67}, size_t{2053}, size_t{9973}, size_t{40009}}) {
       std::vector<int32_t> in(count), out(count, -1);
       for (size_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(i * 3 + static_cast<size_t>(ctx.rank));
@@ -353,10 +361,8 @@ TEST(ShmDirect, InPlaceOnSomeRanksOnly) {
 TEST(ShmDirect, BarrierWaitsForTheLastRank) {
   constexpr int kRanks = 4;
   auto results = run_ranks(kRanks, [&](RankContext& ctx) {
-    auto comm = ctx.make_comm();
-    ctx.report("JOB " + comm->job_id());
-    OpOptions opts;
-    opts.algo = kAlgo;
+    auto comm = make_reported_comm(ctx);
+    const OpOptions opts = forced_direct();
     comm->barrier(opts);
     for (int round = 0; round < 3; ++round) {
       if (ctx.rank == round) std::this_thread::sleep_for(50ms);
@@ -392,10 +398,8 @@ TEST(ShmDirect, DifferentCountsFailAsAMismatch) {
   auto results = run_ranks(3, [&](RankContext& ctx) {
     CommOptions copts;
     copts.timeout = 5s;
-    auto comm = ctx.make_comm(copts);
-    ctx.report("JOB " + comm->job_id());
-    OpOptions opts;
-    opts.algo = kAlgo;
+    auto comm = make_reported_comm(ctx, copts);
+    const OpOptions opts = forced_direct();
     std::vector<float> v(64, 1.0f);
     const size_t count = ctx.rank == 1 ? 33 : 32;
     try {
@@ -426,10 +430,8 @@ TEST(ShmDirect, CallsOnDifferentPathsFailAsAMismatch) {
     auto results = run_ranks(3, [&](RankContext& ctx) {
       CommOptions copts;
       copts.timeout = 10s;
-      auto comm = ctx.make_comm(copts);
-      ctx.report("JOB " + comm->job_id());
-      OpOptions opts;
-      opts.algo = kAlgo;
+      auto comm = make_reported_comm(ctx, copts);
+      const OpOptions opts = forced_direct();
       std::vector<uint16_t> v(4096, 0x3c00);
       const size_t count = variant == 0 && ctx.rank == 1 ? 3000 : 300;
       const DataType dt = variant == 1 && ctx.rank == 2 ? DataType::bf16 : DataType::f16;
@@ -460,10 +462,8 @@ TEST(ShmDirect, AnAbsentRankTimesOutNamingIt) {
   auto results = run_ranks(3, [&](RankContext& ctx) {
     CommOptions copts;
     copts.timeout = 1s;
-    auto comm = ctx.make_comm(copts);
-    ctx.report("JOB " + comm->job_id());
-    OpOptions opts;
-    opts.algo = kAlgo;
+    auto comm = make_reported_comm(ctx, copts);
+    const OpOptions opts = forced_direct();
     std::vector<float> v(100000, 1.0f);
     comm->allreduce(v.data(), v.data(), v.size(), DataType::f32, RedOp::sum, opts);
     auto store = ctx.store();
@@ -499,10 +499,8 @@ TEST(ShmDirect, AKilledRankFailsTheSurvivorsWithinTheTimeout) {
   auto results = run_ranks(kRanks, [&](RankContext& ctx) {
     CommOptions copts;
     copts.timeout = 3s;
-    auto comm = ctx.make_comm(copts);
-    ctx.report("JOB " + comm->job_id());
-    OpOptions opts;
-    opts.algo = kAlgo;
+    auto comm = make_reported_comm(ctx, copts);
+    const OpOptions opts = forced_direct();
     std::vector<float> v(size_t{1} << 20, 1.0f);
     comm->allreduce(v.data(), v.data(), v.size(), DataType::f32, RedOp::max, opts);
     if (ctx.rank == kVictim) {
@@ -536,8 +534,7 @@ TEST(ShmDirect, ForcedTcpFallsBackToTheRing) {
   o.env = {{"HOOP_TRANSPORT", "tcp"}};
   auto results = run_ranks(2, [&](RankContext& ctx) {
     auto comm = ctx.make_comm();
-    OpOptions opts;
-    opts.algo = kAlgo;
+    const OpOptions opts = forced_direct();
     std::vector<int32_t> v(1000, ctx.rank + 1);
     comm->allreduce(v.data(), v.data(), v.size(), DataType::i32, RedOp::sum, opts);
     EXPECT_EQ(v[999], 3);
