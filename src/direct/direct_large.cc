@@ -10,7 +10,7 @@
 
 #include "core/errors.h"
 #include "direct/direct_comm.h"
-#include "kernels/reduce.h"
+#include "direct/rank_order.h"
 
 namespace hoop::direct {
 
@@ -116,9 +116,7 @@ void DirectComm::large_allreduce(const Call& c, bool only_root_gets_result) {
       // peer read last (shared with its cache) made the whole AllReduce 1.1-1.25x slower.
       const size_t bytes = own.count() * es;
       auto* acc = static_cast<std::byte*>(reduce_buffers_.get(bytes));
-      kernels::reduce(acc, src(0), src(1), own.count(), c.dtype, c.redop);
-      for (int q = 2; q < n; ++q) kernels::reduce(acc, acc, src(q), own.count(), c.dtype, c.redop);
-      if (c.redop == RedOp::avg) kernels::finish_avg(acc, own.count(), c.dtype, n);
+      reduce_in_rank_order(acc, acc, n, src, own.count(), c.dtype, c.redop);
       std::memcpy(region_->slot(me, s) + own.lo * es, acc, bytes);
       if (gets_result) std::memcpy(recv + at, acc, bytes);
     }
@@ -193,9 +191,7 @@ void DirectComm::large_reducescatter(const Call& c) {
     std::byte* out = recv + k * per_block * es;
     // In place, the output is the own input block: reduce into the free own part of the slot.
     std::byte* dst = reduce_into_recv ? out : region_->slot(me, s) + in_slot;
-    kernels::reduce(dst, src(0), src(1), len, c.dtype, c.redop);
-    for (int q = 2; q < n; ++q) kernels::reduce(dst, dst, src(q), len, c.dtype, c.redop);
-    if (c.redop == RedOp::avg) kernels::finish_avg(dst, len, c.dtype, n);
+    reduce_in_rank_order(dst, dst, n, src, len, c.dtype, c.redop);
     if (dst != out) std::memcpy(out, dst, len * es);
     set_chunk_done(g);
   };

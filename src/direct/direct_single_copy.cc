@@ -21,7 +21,7 @@
 
 #include "core/errors.h"
 #include "direct/direct_comm.h"
-#include "kernels/reduce.h"
+#include "direct/rank_order.h"
 
 namespace hoop::direct {
 
@@ -74,7 +74,6 @@ void DirectComm::finish_single_copy(uint64_t g_last, bool others_read_mine) {
 // `own`. Peers' pieces pass through two cache-sized buffers; dst may be `own` (in place).
 void DirectComm::reduce_inputs(const Call& c, const std::vector<PeerBuffers>& peers, std::byte* dst,
                                const std::byte* own, size_t offset, size_t count) {
-  const int n = p_.nranks;
   const size_t bytes = count * dtype_size(c.dtype);
   const size_t stride = round_up(bytes, kLine);
   auto* acc = static_cast<std::byte*>(reduce_buffers_.get(2 * stride));
@@ -84,14 +83,9 @@ void DirectComm::reduce_inputs(const Call& c, const std::vector<PeerBuffers>& pe
     read_peer(q, into, peers[static_cast<size_t>(q)].input + offset, bytes);
     return into;
   };
-  const std::byte* first = input(0, acc);
-  for (int q = 1; q < n; ++q) {
-    // Once an input is consumed it is never read again, so the last step may overwrite `own`.
-    std::byte* out = q == n - 1 ? dst : acc;
-    const std::byte* b = input(q, piece);
-    kernels::reduce(out, q == 1 ? first : acc, b, count, c.dtype, c.redop);
-  }
-  if (c.redop == RedOp::avg) kernels::finish_avg(dst, count, c.dtype, n);
+  // The first input lands where the partial results will be, the others in `piece`.
+  const auto next_input = [&](int q) { return input(q, q == 0 ? acc : piece); };
+  reduce_in_rank_order(dst, acc, p_.nranks, next_input, count, c.dtype, c.redop);
 }
 
 std::vector<DirectComm::PeerBuffers> DirectComm::exchange_buffers(uint64_t g, const void* input,

@@ -3,7 +3,7 @@
 
 #include "core/errors.h"
 #include "direct/direct_comm.h"
-#include "kernels/reduce.h"
+#include "direct/rank_order.h"
 
 namespace hoop::direct {
 
@@ -57,13 +57,8 @@ void DirectComm::small(const Call& c) {
 
   auto* out = static_cast<std::byte*>(c.recv);
   const auto reduce_all = [&](size_t offset, size_t count) {
-    // Rank order on every rank: identical inputs, identical kernel calls, identical bits.
-    const std::byte* first = small_cell(0, buffer, op, sig) + offset;
-    const std::byte* second = small_cell(1, buffer, op, sig) + offset;
-    kernels::reduce(out, first, second, count, c.dtype, c.redop);
-    for (int p = 2; p < n; ++p)
-      kernels::reduce(out, out, small_cell(p, buffer, op, sig) + offset, count, c.dtype, c.redop);
-    if (c.redop == RedOp::avg) kernels::finish_avg(out, count, c.dtype, n);
+    const auto cell = [&](int p) { return small_cell(p, buffer, op, sig) + offset; };
+    reduce_in_rank_order(out, out, n, cell, count, c.dtype, c.redop);
   };
   switch (c.op) {
     case OpType::allreduce:
