@@ -93,15 +93,24 @@ TEST(TunerModel, StepsAddUp) {
   EXPECT_EQ(p.max_link_bytes, 3000u);
 }
 
+// Rank 0 sends n elements to rank 1, which forwards each slice to rank 2 once it has it; the
+// same step `steps` times.
+std::vector<RankSchedule> forwarding_chain(size_t n, int steps) {
+  const std::vector<std::vector<schedule::Action>> actions = {
+      {schedule::send_to(1, elems(n))},
+      {schedule::recv_copy_from(0, Range{Buf::recv, 0, n}), schedule::send_to(2, Range{Buf::recv, 0, n}, 0)},
+      {schedule::recv_copy_from(1, Range{Buf::recv, 0, n})}};
+  std::vector<RankSchedule> ranks(actions.size());
+  for (size_t r = 0; r < actions.size(); ++r)
+    for (int k = 0; k < steps; ++k) ranks[r].steps.push_back({actions[r]});
+  return ranks;
+}
+
 TEST(TunerModel, ForwardingChainWaitsOneSlicePerHop) {
   const auto topo = schedule::Topology::single_host(3);
   const LinkView links{&topo, LinkView::Force::none};
   const size_t n = 1 << 20;  // 4 MiB of f32
-  std::vector<RankSchedule> ranks = {
-      one_step({schedule::send_to(1, elems(n))}),
-      one_step({schedule::recv_copy_from(0, Range{Buf::recv, 0, n}), schedule::send_to(2, Range{Buf::recv, 0, n}, 0)}),
-      one_step({schedule::recv_copy_from(1, Range{Buf::recv, 0, n})})};
-  const auto p = tuner::predict_schedules(ranks, 4, links, round_model());
+  const auto p = tuner::predict_schedules(forwarding_chain(n, 1), 4, links, round_model());
   const double message = 1e-6 + 4.0 * n / 1e9;
   const double hop = 1e-6 + 262144 / 1e9;  // rank 1 forwards a slice after receiving it
   EXPECT_NEAR(p.seconds, hop + message, 1e-12);
@@ -114,17 +123,7 @@ TEST(TunerModel, PipelineFillIsPaidOncePerRank) {
   const auto topo = schedule::Topology::single_host(3);
   const LinkView links{&topo, LinkView::Force::none};
   const size_t n = 1 << 20;
-  auto twice = [](std::vector<schedule::Action> actions) {
-    RankSchedule s;
-    s.steps.push_back({actions});
-    s.steps.push_back({actions});
-    return s;
-  };
-  std::vector<RankSchedule> ranks = {
-      twice({schedule::send_to(1, elems(n))}),
-      twice({schedule::recv_copy_from(0, Range{Buf::recv, 0, n}), schedule::send_to(2, Range{Buf::recv, 0, n}, 0)}),
-      twice({schedule::recv_copy_from(1, Range{Buf::recv, 0, n})})};
-  const auto p = tuner::predict_schedules(ranks, 4, links, round_model());
+  const auto p = tuner::predict_schedules(forwarding_chain(n, 2), 4, links, round_model());
   const double message = 1e-6 + 4.0 * n / 1e9;
   const double hop = 1e-6 + 262144 / 1e9;
   EXPECT_NEAR(p.seconds, hop + 2 * message, 1e-12);
