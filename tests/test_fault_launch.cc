@@ -41,8 +41,7 @@ int reps() {
 
 // HOOP_RANK of a running process, or -1.
 int rank_of(pid_t pid) {
-  std::ifstream env("/proc/" + std::to_string(pid) + "/environ");
-  std::string all((std::istreambuf_iterator<char>(env)), std::istreambuf_iterator<char>());
+  const std::string all = read_proc_file("/proc/" + std::to_string(pid) + "/environ");
   size_t at = 0;
   for (size_t end; (end = all.find('\0', at)) != std::string::npos; at = end + 1) {
     const std::string entry = all.substr(at, end - at);

@@ -21,6 +21,7 @@
 #include <gtest/gtest.h>
 
 #include "hoop/store.h"
+#include "support/tool_process.h"
 #include "transport/shm/shm_transport.h"
 
 extern char** environ;
@@ -28,6 +29,7 @@ extern char** environ;
 namespace {
 
 using namespace std::chrono_literals;
+using hoop::test::process_ended;
 using SteadyClock = std::chrono::steady_clock;
 
 const std::string kHoopRun = HOOP_BIN_DIR "/hoop-run";
@@ -194,15 +196,6 @@ std::map<int, std::map<std::string, std::string>> variables_by_rank(const std::s
 
 bool shm_entry_exists(const std::string& name) {
   return std::filesystem::exists(std::filesystem::path("/dev/shm") / name);
-}
-
-// A process that is gone or a zombie no longer runs.
-bool process_ended(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat) return true;
-  std::string content((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  auto paren = content.rfind(')');
-  return paren != std::string::npos && paren + 2 < content.size() && content[paren + 2] == 'Z';
 }
 
 const char* kPrintEnvironment =

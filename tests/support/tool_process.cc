@@ -9,9 +9,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <stdexcept>
 
 extern char** environ;
@@ -29,9 +28,7 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
 
 // "pid (comm) S ppid ...": the fields after the last ')' (comm may hold spaces and parens).
 std::string stat_tail(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat) return {};
-  std::string content((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const std::string content = read_proc_file("/proc/" + std::to_string(pid) + "/stat");
   const auto paren = content.rfind(')');
   return paren == std::string::npos ? std::string() : content.substr(paren + 2);
 }
@@ -122,6 +119,25 @@ bool ToolProcess::read_some(std::chrono::steady_clock::time_point deadline) {
     }
   }
   return true;
+}
+
+std::string read_proc_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  std::string content;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      content.clear();
+      break;
+    }
+    if (n == 0) break;
+    content.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return content;
 }
 
 std::vector<pid_t> children_of(pid_t parent) {

@@ -48,6 +48,9 @@ class ToolProcess {
   std::chrono::steady_clock::time_point start_;
 };
 
+// The whole of a /proc file; empty when it cannot be read, also when its process exits while
+// it is read (a std::ifstream would throw from the read's ESRCH).
+std::string read_proc_file(const std::string& path);
 // Pids of the processes whose parent is `parent` (from /proc).
 std::vector<pid_t> children_of(pid_t parent);
 // A process that is gone or a zombie no longer runs.
