@@ -1,7 +1,7 @@
 # hoop: the two commands.
 #   make demo   set up (packages, build) and run the 4-rank AllReduce benchmark
 #   make test   set up and run the test suite (plus the installed-package example)
-# Other targets: build, test-asan, test-tsan, fuzz, bench-kernels, clean.
+# Other targets: build, test-asan, test-tsan, fuzz, torch-suite, bench-kernels, clean.
 
 SHELL := /bin/bash
 .SECONDEXPANSION:
@@ -9,14 +9,15 @@ JOBS ?= 2
 APT_PACKAGES := cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev \
                 libfmt-dev libcli11-dev nlohmann-json3-dev ccache libopenblas-dev libhwloc-dev \
                 iproute2 zlib1g-dev python3-torch libtorch-dev pybind11-dev \
-                libopenmpi-dev openmpi-bin libgloo-dev python3-matplotlib
+                libopenmpi-dev openmpi-bin libgloo-dev python3-matplotlib python3-sklearn \
+                slurmctld slurmd slurm-client munge
 BIN := build/release/bin
 # ccache (when installed) reuses objects across clones of the project: paths are made relative
 # to the clone and the working directory is left out of the hash (debug builds).
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 
-.PHONY: all deps build demo test test-asan test-tsan fuzz bench-kernels clean
+.PHONY: all deps build demo test test-asan test-tsan fuzz torch-suite bench-kernels clean
 
 all: build
 
@@ -48,7 +49,7 @@ test-asan: deps
 # ThreadSanitizer over the engine, transport, store, communicator, error and soak suites (whose
 # ranks run several threads: progress threads, async work, listeners). Suppressions, each one
 # a documented false positive, are in tests/tsan.supp.
-TSAN_TESTS := 'Engine|Waiter|Shm|Tcp|Store|Features|CommErrors|Soak'
+TSAN_TESTS := 'Engine|Waiter|Shm|Tcp|Store|Features|CommErrors|Soak|P2p'
 test-tsan: deps
 	cmake --preset tsan >/dev/null
 	cmake --build --preset tsan -j $(JOBS) --target hoop_tests hoop-run hoop-bench
@@ -80,6 +81,13 @@ fuzz: deps $(addprefix build/fuzz/fuzz_,$(FUZZ_TARGETS))
 	  fi; \
 	  grep -E '^Done|^stat::new_units_added' build/fuzz/$$t.log; \
 	done
+
+# torch's own distributed test suite on gloo and on hoop, 3 ranks, side by side (minutes):
+# the table, and the tests that pass on one backend only. Per-test results and logs go to
+# build/release/torch-suite/. See docs/TORCH.md.
+torch-suite: build
+	PYTHONPATH=$(CURDIR)/build/release/python /usr/bin/python3 bindings/torch/suite/run_suite.py \
+	  --log-dir build/release/torch-suite
 
 bench-kernels: build
 	$(BIN)/bench_kernels --benchmark_min_time=0.2

@@ -21,49 +21,19 @@
 #include "hoop/error.h"
 #include "hoop/types.h"
 #include "schedule/schedule.h"
-#include "support/reference.h"
+#include "support/collective_cases.h"
 #include "support/spawn.h"
 
 namespace hoop::test {
 namespace {
 
-struct AlgoCase {
-  int id = 0;
-  OpType op = OpType::allreduce;
-  std::string algo;
-  DataType dt = DataType::f32;
-  RedOp redop = RedOp::sum;
-  size_t count = 0;  // allreduce: elements; reducescatter: recvcount; allgather: sendcount
-  bool in_place = false;
-  bool special = false;  // float inputs with NaNs and signed zeros: only bit identity checked
-
-  std::string describe() const {
-    std::ostringstream os;
-    os << "case " << id << ": " << algo << " " << to_string(op) << " " << to_string(dt) << " "
-       << to_string(redop) << " count " << count << (in_place ? " in-place" : "")
-       << (special ? " special values" : "");
-    return os.str();
-  }
-  size_t in_elems(int n) const { return op == OpType::reducescatter ? count * n : count; }
-  size_t out_elems(int n) const { return op == OpType::allgather ? count * n : count; }
-};
-
 const size_t kSizes[] = {0, 1, 2, 7, 13, 1009, 20011};
 
-std::vector<AlgoCase> make_cases(bool hierarchical_only) {
-  std::vector<AlgoCase> cases;
+std::vector<CollCase> make_cases(bool hierarchical_only) {
+  std::vector<CollCase> cases;
   auto add = [&](OpType op, const char* algo, DataType dt, RedOp redop, size_t count, bool in_place,
                  bool special = false) {
-    AlgoCase c;
-    c.id = static_cast<int>(cases.size());
-    c.op = op;
-    c.algo = algo;
-    c.dt = dt;
-    c.redop = redop;
-    c.count = count;
-    c.in_place = in_place;
-    c.special = special;
-    cases.push_back(c);
+    add_case(cases, op, dt, redop, 0, count, in_place, algo).special = special;
   };
   const std::pair<DataType, RedOp> reducing[] = {
       {DataType::i32, RedOp::sum}, {DataType::f32, RedOp::sum}, {DataType::f32, RedOp::avg},
@@ -98,106 +68,9 @@ std::vector<AlgoCase> make_cases(bool hierarchical_only) {
   return cases;
 }
 
-// Inputs where op(a, b) and op(b, a) differ in bits: NaNs with a payload per rank, zeros of a
-// sign per rank, and ordinary values.
-template <class T>
-void fill_special(T* p, size_t n, int rank) {
-  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
-  for (size_t i = 0; i < n; ++i) {
-    switch (i % 5) {
-      case 0: {  // a NaN on every rank, payloads differ
-        Bits b = __builtin_bit_cast(Bits, std::numeric_limits<T>::quiet_NaN()) | Bits(rank + 1);
-        p[i] = __builtin_bit_cast(T, b);
-        break;
-      }
-      case 1: p[i] = (rank + i) % 2 ? T(-0.0) : T(0.0); break;
-      case 2: p[i] = static_cast<size_t>(rank) == i % 7 ? std::numeric_limits<T>::quiet_NaN() : T(1.5); break;
-      default: p[i] = T(1) + T(rank) / T(8) + T(i % 3); break;
-    }
-  }
-}
-
-class Runner {
- public:
-  Runner(RankContext& ctx, Communicator& comm) : ctx_(ctx), comm_(comm), rank_(comm.rank()), n_(comm.size()) {}
-
-  void run(const AlgoCase& c) {
-    const size_t es = dtype_size(c.dt);
-    const uint64_t seed = ref::mix64(static_cast<uint64_t>(c.id) * 7919u + static_cast<uint64_t>(n_));
-    const size_t in_bytes = c.in_elems(n_) * es, out_bytes = c.out_elems(n_) * es;
-    std::vector<unsigned char> a(std::max(in_bytes, out_bytes) + 64), b(std::max(in_bytes, out_bytes) + 64);
-    OpOptions o;
-    o.algo = c.algo;
-    auto fill = [&](unsigned char* p, size_t first, size_t n) {
-      if (!c.special) return ref::fill_inputs(p, c.dt, c.redop, seed, rank_, first, n);
-      if (c.dt == DataType::f32) fill_special(reinterpret_cast<float*>(p), n, rank_);
-      else fill_special(reinterpret_cast<double*>(p), n, rank_);
-    };
-    unsigned char* send = a.data();
-    unsigned char* recv = b.data();
-    unsigned char* out = recv;
-    switch (c.op) {
-      case OpType::allreduce:
-        if (c.in_place) send = recv;
-        fill(send, 0, c.count);
-        comm_.allreduce(send, recv, c.count, c.dt, c.redop, o);
-        if (!c.special) check(c, ref::check_reduction(recv, c.dt, c.redop, seed, n_, 0, c.count));
-        break;
-      case OpType::reducescatter:
-        if (c.in_place) {
-          send = recv;
-          out = recv + rank_ * c.count * es;
-        }
-        fill(send, 0, c.count * n_);
-        comm_.reducescatter(send, out, c.count, c.dt, c.redop, o);
-        check(c, ref::check_reduction(out, c.dt, c.redop, seed, n_, rank_ * c.count, c.count));
-        break;
-      case OpType::allgather:
-        if (c.in_place) send = recv + rank_ * c.count * es;
-        fill(send, 0, c.count);
-        comm_.allgather(send, recv, c.count, c.dt, o);
-        for (int r = 0; r < n_; ++r) {
-          check(c, ref::check_inputs(recv + r * c.count * es, c.dt, c.redop, seed, r, 0, c.count));
-        }
-        break;
-      case OpType::broadcast:  // root 1 % n
-        if (c.in_place) send = recv;
-        if (rank_ == 1 % n_) fill(send, 0, c.count);
-        comm_.broadcast(send, recv, c.count, c.dt, 1 % n_, o);
-        check(c, ref::check_inputs(recv, c.dt, c.redop, seed, 1 % n_, 0, c.count));
-        break;
-      case OpType::reduce:  // root n - 1
-        if (c.in_place) send = recv;
-        fill(send, 0, c.count);
-        comm_.reduce(send, recv, c.count, c.dt, c.redop, n_ - 1, o);
-        if (rank_ == n_ - 1) check(c, ref::check_reduction(recv, c.dt, c.redop, seed, n_, 0, c.count));
-        break;
-      default: FAIL();
-    }
-    if (c.count > 0 && comm_.last_algorithm() != c.algo) {
-      check(c, "ran " + comm_.last_algorithm() + " instead of " + c.algo);
-    }
-    if (c.op != OpType::reducescatter && c.op != OpType::reduce) {
-      char line[64];
-      std::snprintf(line, sizeof line, "H %d %016llx", c.id,
-                    static_cast<unsigned long long>(ref::hash_bytes(out, c.out_elems(n_) * es)));
-      ctx_.report(line);
-    }
-  }
-
- private:
-  void check(const AlgoCase& c, const std::string& problem) {
-    if (!problem.empty()) ADD_FAILURE() << "rank " << rank_ << " of " << n_ << ", " << c.describe() << ": " << problem;
-  }
-
-  RankContext& ctx_;
-  Communicator& comm_;
-  int rank_, n_;
-};
-
 // Runs the cases on n ranks; host_of(rank) >= 0 gives fake hosts. Checks that every rank
 // finished and that replicated outputs have the same bits on every rank.
-void run_job(int n, const std::vector<AlgoCase>& cases, const std::function<int(int)>& host_of,
+void run_job(int n, const std::vector<CollCase>& cases, const std::function<int(int)>& host_of,
              const std::vector<std::pair<std::string, std::string>>& env = {}) {
   SpawnOptions opts;
   opts.timeout = std::chrono::seconds(120);
@@ -208,11 +81,12 @@ void run_job(int n, const std::vector<AlgoCase>& cases, const std::function<int(
     CommOptions copts;
     copts.timeout = std::chrono::seconds(60);
     auto comm = ctx.make_comm(copts);
-    Runner runner(ctx, *comm);
-    for (const AlgoCase& c : cases) {
-      runner.run(c);
-      if (::testing::Test::HasFailure()) break;
-    }
+    ctx.report("JOB " + comm->job_id());
+    RunnerOptions ropts;
+    ropts.algo_check = AlgoCheck::exact_if_nonempty;
+    ropts.stop_at_first_failure = true;
+    CaseRunner runner(ctx, *comm, max_buffer_bytes(cases, n), ropts);
+    runner.run_all(cases);
     if (host >= 0) {
       // Fake hosts took effect: same host over shared memory, others over TCP, and the
       // communicator handed the hosts to the schedule: it connected exactly to the peers the
@@ -236,30 +110,10 @@ void run_job(int n, const std::vector<AlgoCase>& cases, const std::function<int(
       }
       EXPECT_EQ(connected, expected);
     }
-    ctx.report("DONE");
   }, opts);
   ASSERT_TRUE(all_ok(results));
-  std::vector<std::map<int, std::string>> hashes(static_cast<size_t>(n));
-  for (const RankResult& r : results) {
-    bool done = false;
-    for (const std::string& line : r.reports) {
-      if (line == "DONE") done = true;
-      if (line.rfind("H ", 0) != 0) continue;
-      std::istringstream is(line.substr(2));
-      int id;
-      std::string h;
-      is >> id >> h;
-      hashes[static_cast<size_t>(r.rank)][id] = h;
-    }
-    EXPECT_TRUE(done) << "rank " << r.rank;
-  }
-  for (const AlgoCase& c : cases) {
-    if (c.op == OpType::reducescatter || c.op == OpType::reduce) continue;
-    for (int r = 1; r < n; ++r) {
-      EXPECT_EQ(hashes[static_cast<size_t>(r)][c.id], hashes[0][c.id])
-          << c.describe() << ": rank " << r << " got other bits than rank 0";
-    }
-  }
+  expect_cases_done_and_identical(cases, results);
+  expect_no_job_segments(results);
 }
 
 class HdRdHierTest : public ::testing::TestWithParam<int> {};
@@ -273,18 +127,12 @@ INSTANTIATE_TEST_SUITE_P(Ranks, HdRdHierTest, ::testing::Values(1, 2, 3, 4, 5, 6
 
 // The ring algorithms cut into HOOP_NCHANNELS parts, each on its own links, over both
 // transports; sizes below, at and above the per-channel minimum (kMinElementsPerChannel).
-std::vector<AlgoCase> make_channel_cases() {
-  std::vector<AlgoCase> cases;
+std::vector<CollCase> make_channel_cases(int n) {
+  std::vector<CollCase> cases;
+  // Broadcast from rank 1, Reduce to the last rank.
   auto add = [&](OpType op, DataType dt, RedOp redop, size_t count, bool in_place) {
-    AlgoCase c;
-    c.id = static_cast<int>(cases.size());
-    c.op = op;
-    c.algo = "ring";
-    c.dt = dt;
-    c.redop = redop;
-    c.count = count;
-    c.in_place = in_place;
-    cases.push_back(c);
+    const int root = op == OpType::broadcast ? 1 % n : op == OpType::reduce ? n - 1 : 0;
+    add_case(cases, op, dt, redop, root, count, in_place, "ring");
   };
   for (size_t count : {size_t{5}, size_t{3 * 4096 + 7}, size_t{50021}}) {
     for (bool in_place : {false, true}) {
@@ -304,7 +152,7 @@ class MultiChannelRingTest : public ::testing::TestWithParam<const char*> {};
 TEST_P(MultiChannelRingTest, EveryRingCollective) {
   std::vector<std::pair<std::string, std::string>> env = {{"HOOP_NCHANNELS", "3"}};
   if (std::string(GetParam()) == "tcp") env.emplace_back("HOOP_TRANSPORT", "tcp");
-  run_job(3, make_channel_cases(), [](int) { return -1; }, env);
+  run_job(3, make_channel_cases(3), [](int) { return -1; }, env);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, MultiChannelRingTest, ::testing::Values("shm", "tcp"),

@@ -280,8 +280,6 @@ TEST_P(SendRecvTest, RingOfAsyncSendsOfSmallMessages) {
 }
 
 TEST_P(SendRecvTest, RingWithTheAsyncReceivePostedBeforeTheAsyncSend) {
-  GTEST_SKIP() << "send/recv run in issue order (NCCL semantics without group calls); "
-                  "concurrent point-to-point progress is not implemented yet";
   // recv_async from the predecessor, then send_async to the successor, then wait for both
   // (the MPI_Irecv, MPI_Isend, MPI_Waitall pattern): the send must not wait for the receive
   // to complete, else every rank waits for its predecessor's send, queued behind its receive.
@@ -299,8 +297,6 @@ TEST_P(SendRecvTest, RingWithTheAsyncReceivePostedBeforeTheAsyncSend) {
 }
 
 TEST_P(SendRecvTest, RingOfAsyncSendsLargerThanTheTransportBuffers) {
-  GTEST_SKIP() << "send/recv run in issue order (NCCL semantics without group calls); "
-                  "concurrent point-to-point progress is not implemented yet";
   // As above with 12 MiB, more than a link buffers: an asynchronous send must not keep the
   // receive issued after it from running (as MPI_Isend then MPI_Recv), else every rank waits
   // for its successor to take data and the ring deadlocks.
@@ -511,6 +507,22 @@ TEST(CommFeatures, TimeoutFromEnvironment) {
   s.expected_comm_timeout = 600ms;
   s.expected_wait = 600ms;
   run_timeout_scenario(s);
+}
+
+// A framework's own timeout (CommOptions::fallback_timeout, torch's init_process_group) holds
+// unless HOOP_TIMEOUT or CommOptions::timeout says otherwise.
+TEST(CommFeatures, FallbackTimeoutYieldsToTheEnvironmentAndTheOption) {
+  auto results = run_ranks(1, [](RankContext& ctx) {
+    CommOptions copts;
+    copts.fallback_timeout = 700ms;
+    ::unsetenv("HOOP_TIMEOUT");
+    EXPECT_EQ(ctx.make_comm(copts)->timeout(), 700ms);
+    ::setenv("HOOP_TIMEOUT", "0.6", 1);
+    EXPECT_EQ(ctx.make_comm(copts)->timeout(), 600ms);
+    copts.timeout = 500ms;
+    EXPECT_EQ(ctx.make_comm(copts)->timeout(), 500ms);
+  });
+  EXPECT_TRUE(all_ok(results));
 }
 
 // ---------------------------------------------------------------------------------------------

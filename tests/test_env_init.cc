@@ -19,7 +19,7 @@ const char* const kVars[] = {
     "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_JOB_ID",
     "SLURM_STEP_ID", "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "OMPI_COMM_WORLD_RANK",
     "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
-    "PMI_RANK", "PMI_SIZE"};
+    "OMPI_MCA_ess_base_jobid", "PMI_RANK", "PMI_SIZE"};
 
 class EnvInitTest : public ::testing::Test {
  protected:
@@ -123,8 +123,11 @@ TEST_F(EnvInitTest, Slurm) {
   EXPECT_EQ(e.local_rank, 1);
   EXPECT_EQ(e.local_size, -1);
   EXPECT_EQ(e.store_host, "node03");
-  EXPECT_EQ(e.store_port, 29411);
+  EXPECT_EQ(e.store_port, 20000 + (1234 * 16 + 0) % 10000);  // from the job and step
   EXPECT_EQ(e.job_id, "slurm-1234.0");
+  set({{"SLURM_STEP_ID", "1"}});
+  EXPECT_EQ(read_init_env().store_port, 20000 + (1234 * 16 + 1) % 10000);  // another step
+  set({{"SLURM_STEP_ID", "0"}});
 
   ::unsetenv("SLURM_STEP_NODELIST");
   EXPECT_EQ(read_init_env().store_host, "other1");
@@ -146,6 +149,18 @@ TEST_F(EnvInitTest, OpenMpi) {
   EXPECT_EQ(e.local_rank, 1);
   EXPECT_EQ(e.local_size, 2);
   EXPECT_EQ(e.store_host, "127.0.0.1");
+  EXPECT_EQ(e.store_port, 29411);
+  EXPECT_EQ(e.job_id, "");
+
+  // mpirun's job number gives the job id and the store's port: two mpiruns on one host meet
+  // each their own store.
+  set({{"OMPI_MCA_ess_base_jobid", "652541953"}});
+  e = read_init_env();
+  EXPECT_EQ(e.job_id, "ompi-652541953");
+  EXPECT_EQ(e.store_port, 20000 + 652541953 % 10000);
+  set({{"MASTER_PORT", "2000"}});
+  EXPECT_EQ(read_init_env().store_port, 2001);
+  ::unsetenv("MASTER_PORT");
 
   // Ranks on several hosts cannot meet on loopback: the error says what to set.
   set({{"OMPI_COMM_WORLD_SIZE", "4"}});

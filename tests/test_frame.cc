@@ -55,7 +55,7 @@ TEST(Frame, EnumRangesAreExact) {
   for (int v = 0; v < 256; ++v) {
     FrameHeader h = valid_header();
     h.op = static_cast<uint8_t>(v);
-    EXPECT_EQ(!validate_frame(h), v <= static_cast<int>(OpType::recv)) << "op " << v;
+    EXPECT_EQ(!validate_frame(h), v <= static_cast<int>(OpType::reducescatterv)) << "op " << v;
     h = valid_header();
     h.dtype = static_cast<uint8_t>(v);
     EXPECT_EQ(!validate_frame(h), v < static_cast<int>(kAllDataTypes.size())) << "dtype " << v;

@@ -1,8 +1,10 @@
-// hoop-bench's pure logic: command line, sizes, per-collective counts, bandwidth formulas,
-// statistics, and the verification data's exactness guarantees.
+// hoop-bench's pure logic: command line, sizes, per-collective counts and blocks, bandwidth
+// formulas, statistics, what each rank checks, and the verification data's exactness guarantees.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
+#include <numeric>
 #include <set>
 #include <string>
 #include <vector>
@@ -10,6 +12,7 @@
 #include "../tools/bench/bench_args.h"
 #include "../tools/bench/bench_data.h"
 #include "../tools/bench/bench_math.h"
+#include "../tools/bench/data_plan.h"
 
 namespace hoop::bench {
 namespace {
@@ -99,6 +102,106 @@ TEST(BenchMath, AllGatherSizeIsTheRecvBufferRoundedToRanks) {
   EXPECT_EQ(layout_for(OpType::allgather, 8, 4, 4).count, 0u);
 }
 
+TEST(BenchMath, AllToAllSizeIsWhatEachRankSendsRoundedToRanks) {
+  const Layout l = layout_for(OpType::alltoall, 1000, 4, 3);
+  EXPECT_EQ(l.count, 249u);
+  EXPECT_EQ(l.op_count, 83u);  // per peer
+  EXPECT_EQ(l.send_count, 249u);
+  EXPECT_EQ(l.recv_count, 249u);
+  EXPECT_EQ(l.blocks, (std::vector<size_t>{83, 83, 83}));
+  EXPECT_EQ(l.bytes, 996u);
+}
+
+TEST(BenchMath, GatherAndScatterSizeIsTheRootsBufferRoundedToRanks) {
+  const Layout g = layout_for(OpType::gather, 1000, 4, 3);
+  EXPECT_EQ(g.count, 249u);
+  EXPECT_EQ(g.op_count, 83u);
+  EXPECT_EQ(g.send_count, 83u);
+  EXPECT_EQ(g.recv_count, 249u);
+  const Layout s = layout_for(OpType::scatter, 1000, 4, 3);
+  EXPECT_EQ(s.count, 249u);
+  EXPECT_EQ(s.op_count, 83u);
+  EXPECT_EQ(s.send_count, 249u);
+  EXPECT_EQ(s.recv_count, 83u);
+}
+
+// Without --uneven a v-form runs its even form's counts.
+TEST(BenchMath, VectorFormsSplitEvenlyUnlessAsked) {
+  const std::vector<std::pair<OpType, OpType>> pairs = {
+      {OpType::alltoallv, OpType::alltoall},   {OpType::gatherv, OpType::gather},
+      {OpType::scatterv, OpType::scatter},     {OpType::allgatherv, OpType::allgather},
+      {OpType::reducescatterv, OpType::reducescatter}};
+  for (const auto& [v, even] : pairs) {
+    const Layout a = layout_for(v, 1000, 4, 3);
+    const Layout b = layout_for(even, 1000, 4, 3);
+    EXPECT_EQ(a.count, b.count) << to_string(v);
+    EXPECT_EQ(a.op_count, b.op_count) << to_string(v);
+    EXPECT_EQ(a.send_count, b.send_count) << to_string(v);
+    EXPECT_EQ(a.recv_count, b.recv_count) << to_string(v);
+    EXPECT_EQ(a.blocks, b.blocks) << to_string(v);
+    EXPECT_TRUE(is_vector_op(v));
+    EXPECT_FALSE(is_vector_op(even));
+  }
+  // --uneven leaves the even forms alone.
+  EXPECT_EQ(layout_for(OpType::alltoall, 1000, 4, 3, true).blocks, (std::vector<size_t>{83, 83, 83}));
+}
+
+TEST(BenchMath, UnevenSplitGivesSomeRanksNothingAndKeepsTheTotal) {
+  EXPECT_EQ(uneven_split(256, 3), (std::vector<size_t>{0, 85, 171}));
+  EXPECT_EQ(uneven_split(7, 2), (std::vector<size_t>{0, 7}));
+  EXPECT_EQ(uneven_split(1001, 5), (std::vector<size_t>{0, 250, 500, 0, 251}));
+  EXPECT_EQ(uneven_split(10, 1), (std::vector<size_t>{10}));
+  EXPECT_EQ(uneven_split(0, 4), (std::vector<size_t>{0, 0, 0, 0}));
+  for (int n = 1; n <= 20; ++n) {
+    for (size_t total : {size_t{0}, size_t{1}, size_t{5}, size_t{1000}, size_t{1} << 40}) {
+      const auto blocks = uneven_split(total, n);
+      ASSERT_EQ(blocks.size(), static_cast<size_t>(n));
+      EXPECT_EQ(std::accumulate(blocks.begin(), blocks.end(), size_t{0}), total) << n;
+      for (int k = 0; k < n; ++k) {
+        if (n > 1 && k % 3 == 0) {
+          EXPECT_EQ(blocks[static_cast<size_t>(k)], 0u) << n << " " << k;
+        }
+        // Two shares get about twice one share.
+        if (k % 3 == 2 && total >= 1000) {
+          EXPECT_NEAR(static_cast<double>(blocks[static_cast<size_t>(k)]),
+                      2.0 * static_cast<double>(blocks[static_cast<size_t>(k - 1)]), 2.0);
+        }
+      }
+    }
+  }
+}
+
+TEST(BenchMath, UnevenLayoutKeepsTheWholeSize) {
+  const Layout l = layout_for(OpType::alltoallv, 1000, 4, 3, true);  // 250 elements
+  EXPECT_EQ(l.count, 250u);
+  EXPECT_EQ(l.bytes, 1000u);
+  EXPECT_EQ(l.blocks, (std::vector<size_t>{0, 83, 167}));
+  EXPECT_EQ(l.op_count, 167u);
+  EXPECT_EQ(l.send_count, 250u);
+  EXPECT_EQ(l.recv_count, 250u);
+  const Layout g = layout_for(OpType::gatherv, 1000, 4, 3, true);
+  EXPECT_EQ(g.send_count, 167u);  // the largest block
+  EXPECT_EQ(g.recv_count, 250u);
+  const Layout r = layout_for(OpType::reducescatterv, 1000, 4, 3, true);
+  EXPECT_EQ(r.send_count, 250u);
+  EXPECT_EQ(r.recv_count, 167u);
+}
+
+TEST(BenchMath, AllToAllPairsSendAndReceiveTheWholeSizeEach) {
+  const std::vector<size_t> blocks = uneven_split(1001, 5);
+  for (int r = 0; r < 5; ++r) {
+    size_t sent = 0, received = 0;
+    for (int j = 0; j < 5; ++j) {
+      sent += pair_count(blocks, r, j);
+      received += pair_count(blocks, j, r);
+    }
+    EXPECT_EQ(sent, 1001u) << r;
+    EXPECT_EQ(received, 1001u) << r;
+  }
+  EXPECT_NE(pair_count(blocks, 1, 2), pair_count(blocks, 2, 1));  // not symmetric
+  EXPECT_EQ(displacements({3, 0, 4, 1}), (std::vector<size_t>{0, 3, 3, 7}));
+}
+
 TEST(BenchMath, PlanDropsSizesThatRoundToTheSameCount) {
   const auto rows = plan_layouts({0, 1, 2, 4, 8, 16}, OpType::allreduce, 4, 2);
   ASSERT_EQ(rows.size(), 4u);
@@ -118,6 +221,11 @@ TEST(BenchMath, BusBandwidthFactors) {
   EXPECT_DOUBLE_EQ(busbw_factor(OpType::allgather, 8), 0.875);
   EXPECT_DOUBLE_EQ(busbw_factor(OpType::broadcast, 8), 1.0);
   EXPECT_DOUBLE_EQ(busbw_factor(OpType::reduce, 8), 1.0);
+  for (OpType c : {OpType::alltoall, OpType::alltoallv, OpType::gather, OpType::gatherv,
+                   OpType::scatter, OpType::scatterv, OpType::allgatherv, OpType::reducescatterv}) {
+    EXPECT_DOUBLE_EQ(busbw_factor(c, 4), 0.75) << to_string(c);
+    EXPECT_DOUBLE_EQ(busbw_factor(c, 1), 0.0) << to_string(c);
+  }
 }
 
 TEST(BenchMath, BusBandwidthCountsTheRingAllReduceTraffic) {
@@ -142,6 +250,21 @@ TEST(BenchMath, Median) {
   EXPECT_DOUBLE_EQ(median({100, 1, 1, 1, 1}), 1.0);  // one slow outlier does not move it
 }
 
+TEST(BenchMath, TimeStats) {
+  const TimeStats t = time_stats({4, 1, 3, 2});
+  EXPECT_DOUBLE_EQ(t.median, 2.5);
+  EXPECT_DOUBLE_EQ(t.min, 1.0);
+  EXPECT_DOUBLE_EQ(t.max, 4.0);
+  EXPECT_DOUBLE_EQ(t.stddev, std::sqrt(5.0 / 3.0));  // sample standard deviation
+  const TimeStats one = time_stats({7});
+  EXPECT_DOUBLE_EQ(one.median, 7.0);
+  EXPECT_DOUBLE_EQ(one.min, 7.0);
+  EXPECT_DOUBLE_EQ(one.max, 7.0);
+  EXPECT_DOUBLE_EQ(one.stddev, 0.0);
+  EXPECT_DOUBLE_EQ(time_stats({}).max, 0.0);
+  EXPECT_DOUBLE_EQ(time_stats({5, 5, 5}).stddev, 0.0);
+}
+
 // ---- command line --------------------------------------------------------------------------
 
 TEST(BenchArgs, Defaults) {
@@ -160,6 +283,8 @@ TEST(BenchArgs, Defaults) {
   EXPECT_TRUE(c.algos.empty());
   EXPECT_TRUE(c.blocking);
   EXPECT_FALSE(c.timeout_seconds.has_value());
+  EXPECT_FALSE(c.uneven);
+  EXPECT_FALSE(c.stats);
   EXPECT_TRUE(c.csv_path.empty());
   EXPECT_TRUE(c.json_path.empty());
 }
@@ -168,7 +293,7 @@ TEST(BenchArgs, ShortFlags) {
   const BenchConfig c = parse_bench_args(
       {"reducescatter", "-b", "8", "-e", "1M", "-f", "4", "-n", "7", "-w", "0", "-c", "0", "-o",
        "max", "-d", "bf16", "-r", "1", "-a", "0", "--algo", "ring,all", "--csv", "x.csv",
-       "--json", "y.json", "-z", "0", "--timeout", "2.5"});
+       "--json", "y.json", "-z", "0", "--timeout", "2.5", "--stats"});
   EXPECT_EQ(c.collective, OpType::reducescatter);
   EXPECT_EQ(c.sizes.min_bytes, 8u);
   EXPECT_EQ(c.sizes.max_bytes, MiB);
@@ -185,6 +310,7 @@ TEST(BenchArgs, ShortFlags) {
   EXPECT_EQ(c.json_path, "y.json");
   EXPECT_FALSE(c.blocking);
   EXPECT_DOUBLE_EQ(c.timeout_seconds.value_or(0), 2.5);
+  EXPECT_TRUE(c.stats);
 }
 
 TEST(BenchArgs, LongFlagsAndStepBytes) {
@@ -208,14 +334,26 @@ TEST(BenchArgs, LongFlagsAndStepBytes) {
 }
 
 TEST(BenchArgs, EveryCollectiveAndDatatypeParses) {
-  for (const char* name : {"allreduce", "reducescatter", "allgather", "broadcast", "reduce"}) {
-    EXPECT_NO_THROW(parse_bench_args({name})) << name;
+  for (const char* name : {"allreduce", "reducescatter", "allgather", "broadcast", "reduce",
+                           "alltoall", "gather", "scatter", "alltoallv", "gatherv", "scatterv",
+                           "allgatherv", "reducescatterv"}) {
+    EXPECT_EQ(parse_bench_args({name}).collective, parse_optype(name)) << name;
   }
   for (DataType dt : kAllDataTypes) {
     EXPECT_EQ(parse_bench_args({"allreduce", "-d", std::string(to_string(dt))}).dtype, dt);
   }
   for (RedOp op : kAllRedOps) {
     EXPECT_EQ(parse_bench_args({"allreduce", "-o", std::string(to_string(op))}).op, op);
+  }
+}
+
+TEST(BenchArgs, UnevenIsForTheVectorForms) {
+  const BenchConfig c = parse_bench_args({"alltoallv", "--uneven", "-r", "2"});
+  EXPECT_EQ(c.collective, OpType::alltoallv);
+  EXPECT_TRUE(c.uneven);
+  EXPECT_EQ(c.root, 2);
+  for (const char* name : {"gatherv", "scatterv", "allgatherv", "reducescatterv"}) {
+    EXPECT_TRUE(parse_bench_args({name, "--uneven"}).uneven) << name;
   }
 }
 
@@ -248,6 +386,10 @@ TEST(BenchArgs, RejectsBadCommandLines) {
       {"allreduce", "-d", "f8"},
       {"allreduce", "--timeout", "0"},
       {"allreduce", "--no-such-flag"},
+      {"alltoall", "--uneven"},                    // --uneven is for the v-forms
+      {"allreduce", "--uneven"},
+      {"send"},
+      {"alltoallw"},
   };
   for (const auto& args : bad) {
     std::string joined;
@@ -266,7 +408,7 @@ TEST(BenchArgs, HelpExitsZeroWithTheFlags) {
     for (const char* flag : {"--minbytes", "--maxbytes", "--stepfactor", "--stepbytes", "--iters",
                              "--warmup_iters", "--check", "--op", "--datatype", "--root",
                              "--average", "--algo", "--csv", "--json", "--blocking",
-                             "--timeout"}) {
+                             "--timeout", "--uneven", "--stats", "alltoallv", "reducescatterv"}) {
       EXPECT_NE(text.find(flag), std::string::npos) << flag;
     }
   }
@@ -293,6 +435,106 @@ TEST(BenchArgs, UnknownAlgorithmIsRejectedWithTheList) {
     EXPECT_NE(text.find("'tree'"), std::string::npos) << text;
     EXPECT_NE(text.find("ring"), std::string::npos) << text;
   }
+}
+
+// ---- what each rank checks ------------------------------------------------------------------
+
+constexpr OpType kBenchmarked[] = {
+    OpType::allreduce, OpType::reducescatter, OpType::allgather, OpType::broadcast,
+    OpType::reduce,    OpType::alltoall,      OpType::gather,    OpType::scatter,
+    OpType::alltoallv, OpType::gatherv,       OpType::scatterv,  OpType::allgatherv,
+    OpType::reducescatterv};
+
+// Elements a rank receives (and checks) in all.
+size_t received_elements(OpType c, const Layout& l, int rank, int root) {
+  const size_t own = l.blocks.empty() ? 0 : l.blocks[static_cast<size_t>(rank)];
+  switch (c) {
+    case OpType::reduce:
+    case OpType::gather:
+    case OpType::gatherv: return rank == root ? l.count : 0;
+    case OpType::reducescatter:
+    case OpType::reducescatterv:
+    case OpType::scatter:
+    case OpType::scatterv: return own;
+    default: return l.count;
+  }
+}
+
+// On every rank the checked blocks tile what it receives, inside its recv buffer, and each
+// names a span its source wrote as input (or of the reduction, over the whole count).
+TEST(BenchPlan, EveryReceivedElementIsCheckedOnceAgainstWhatItsSourceWrote) {
+  for (OpType c : kBenchmarked) {
+    EXPECT_TRUE(is_benchmarked(c)) << to_string(c);
+    for (int n : {1, 2, 3, 4, 7}) {
+      for (bool uneven : {false, true}) {
+        for (int root : {0, n - 1}) {
+          const Layout l = layout_for(c, 4000, 4, n, uneven);
+          std::vector<size_t> written(static_cast<size_t>(n));
+          for (int r = 0; r < n; ++r) {
+            written[static_cast<size_t>(r)] =
+                data_plan(c, l, vector_args(c, l, r), r, n, root).input_count;
+            EXPECT_LE(written[static_cast<size_t>(r)], l.send_count);
+          }
+          for (int r = 0; r < n; ++r) {
+            const std::string where = std::string(to_string(c)) + " n=" + std::to_string(n) +
+                                      " rank " + std::to_string(r) + " root " +
+                                      std::to_string(root) + (uneven ? " uneven" : "");
+            const DataPlan p = data_plan(c, l, vector_args(c, l, r), r, n, root);
+            size_t end = 0, checked = 0;
+            for (const ExpectedBlock& o : p.outputs) {
+              EXPECT_EQ(o.offset, end) << where;  // in order, no gap, no overlap
+              end = o.offset + o.count;
+              checked += o.count;
+              if (o.source == kReduced) {
+                EXPECT_LE(o.first + o.count, l.count) << where;
+              } else {
+                ASSERT_GE(o.source, 0) << where;
+                ASSERT_LT(o.source, n) << where;
+                EXPECT_LE(o.first + o.count, written[static_cast<size_t>(o.source)]) << where;
+              }
+            }
+            EXPECT_LE(end, l.recv_count) << where;
+            EXPECT_EQ(checked, received_elements(c, l, r, root)) << where;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(BenchPlan, AllToAllExpectsTheBlockEachPeerSendsIt) {
+  for (OpType c : {OpType::alltoall, OpType::alltoallv}) {
+    for (int n : {2, 3, 5}) {
+      const Layout l = layout_for(c, 4004, 4, n, c == OpType::alltoallv);
+      for (int r = 0; r < n; ++r) {
+        const DataPlan p = data_plan(c, l, vector_args(c, l, r), r, n, 0);
+        ASSERT_EQ(p.outputs.size(), static_cast<size_t>(n));
+        for (int s = 0; s < n; ++s) {
+          const VectorArgs sender = vector_args(c, l, s);
+          const ExpectedBlock& o = p.outputs[static_cast<size_t>(s)];
+          EXPECT_EQ(o.source, s);
+          EXPECT_EQ(o.count, sender.send_counts[static_cast<size_t>(r)]);
+          EXPECT_EQ(o.first, sender.send_displs[static_cast<size_t>(r)]);
+        }
+      }
+    }
+  }
+}
+
+TEST(BenchPlan, RootedCollectivesUseTheRootsBlocks) {
+  const Layout l = layout_for(OpType::scatterv, 1000, 4, 3, true);  // blocks 0, 83, 167
+  const DataPlan p = data_plan(OpType::scatterv, l, vector_args(OpType::scatterv, l, 2), 2, 3, 1);
+  ASSERT_EQ(p.outputs.size(), 1u);
+  EXPECT_EQ(p.outputs[0].source, 1);
+  EXPECT_EQ(p.outputs[0].first, 83u);
+  EXPECT_EQ(p.outputs[0].count, 167u);
+  EXPECT_EQ(p.input_count, 0u);  // only the root sends
+  EXPECT_TRUE(data_plan(OpType::gatherv, l, vector_args(OpType::gatherv, l, 0), 0, 3, 1)
+                  .outputs.empty());  // only the root receives
+  EXPECT_TRUE(has_root(OpType::gather) && has_root(OpType::scatterv));
+  EXPECT_FALSE(has_root(OpType::alltoall));
+  EXPECT_TRUE(is_reducing(OpType::reducescatterv));
+  EXPECT_FALSE(is_reducing(OpType::allgatherv));
 }
 
 // ---- verification data ---------------------------------------------------------------------
@@ -360,6 +602,18 @@ TEST(BenchData, ExpectedReductions) {
   EXPECT_EQ(expected_reduction(RedOp::prod, DataType::f64, 4, 3), 8);
   EXPECT_EQ(expected_reduction(RedOp::prod, DataType::u32, 4, 3), 8);
   EXPECT_EQ(expected_reduction(RedOp::prod, DataType::i8, 1, 3), -2);
+}
+
+TEST(BenchData, CollectivesThatMoveDataShareThePattern) {
+  for (OpType c : {OpType::alltoall, OpType::alltoallv, OpType::gather, OpType::gatherv,
+                   OpType::scatter, OpType::scatterv, OpType::allgatherv, OpType::broadcast}) {
+    for (size_t i = 0; i < 20; ++i) {
+      EXPECT_EQ(input_value(c, RedOp::sum, DataType::i32, 4, 3, i),
+                input_value(OpType::allgather, RedOp::sum, DataType::i32, 4, 3, i));
+    }
+  }
+  EXPECT_EQ(input_value(OpType::reducescatterv, RedOp::max, DataType::i32, 4, 3, 5),
+            input_value(OpType::allreduce, RedOp::max, DataType::i32, 4, 3, 5));
 }
 
 TEST(BenchData, GatheredBlocksDifferFromRankToRank) {

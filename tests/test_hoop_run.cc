@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "hoop/error.h"
 #include "hoop/store.h"
 #include "support/tool_process.h"
 #include "transport/shm/shm_transport.h"
@@ -257,10 +258,35 @@ TEST(HoopRun, DrawsARandomJobIdAndHonoursMasterPort) {
   EXPECT_EQ(a[1]["MASTER_PORT"], "29577");
 }
 
+// Secure by default: each job gets its own random HOOP_SECRET, the same for all its ranks; an
+// inherited HOOP_SECRET is kept, and --secret wins over both.
+TEST(HoopRun, GivesEachJobARandomSecretUnlessOneIsGiven) {
+  const std::string print = "echo HOOP_SECRET=${HOOP_SECRET-unset}";
+  auto first = variables_by_rank(run_hoop({"-n", "2", "--", "sh", "-c", print}).out);
+  auto second = variables_by_rank(run_hoop({"-n", "1", "--", "sh", "-c", print}).out);
+  const std::string secret = first[0]["HOOP_SECRET"];
+  EXPECT_EQ(secret.size(), 32u) << secret;
+  EXPECT_EQ(secret.find_first_not_of("0123456789abcdef"), std::string::npos) << secret;
+  EXPECT_EQ(first[1]["HOOP_SECRET"], secret);
+  EXPECT_NE(second[0]["HOOP_SECRET"], secret);
+
+  auto inherited = variables_by_rank(run_hoop({"-n", "1", "--", "sh", "-c", print},
+                                              {"HOOP_SECRET=from the environment"}).out);
+  EXPECT_EQ(inherited[0]["HOOP_SECRET"], "from the environment");
+  auto given = variables_by_rank(run_hoop({"-n", "1", "--secret", "from the command line", "--",
+                                           "sh", "-c", print},
+                                          {"HOOP_SECRET=from the environment"}).out);
+  EXPECT_EQ(given[0]["HOOP_SECRET"], "from the command line");
+  auto exported = variables_by_rank(run_hoop({"-n", "1", "-x", "HOOP_SECRET=exported", "--", "sh",
+                                              "-c", print}).out);
+  EXPECT_EQ(exported[0]["HOOP_SECRET"], "exported");
+}
+
 TEST(HoopRun, ServesTheStoreWhileTheJobRuns) {
   const std::string flag = std::filesystem::temp_directory_path() / (unique_job_id() + ".go");
-  // Rank 0 shows the store's address, then waits (at most 10 s) for the test to use it.
-  HoopRun job({"-n", "2", "--", "sh", "-c",
+  // Rank 0 shows the store's address, then waits (at most 10 s) for the test to use it. The
+  // store serves only clients with the job's secret (-x HOOP_SECRET sets it as --secret does).
+  HoopRun job({"-n", "2", "-x", "HOOP_SECRET=job secret", "--", "sh", "-c",
                "echo addr=$HOOP_STORE_ADDR; i=0; while [ ! -e '" + flag +
                    "' ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done"});
   ASSERT_TRUE(job.wait_for_stdout("addr=", 2, 10s)) << job.out();
@@ -268,7 +294,10 @@ TEST(HoopRun, ServesTheStoreWhileTheJobRuns) {
   addr = addr.substr(0, addr.find('\n'));
   const uint16_t port = static_cast<uint16_t>(std::stoi(addr.substr(addr.find(':') + 1)));
 
+  EXPECT_THROW(hoop::connect_tcp_store("127.0.0.1", port, 10s)->add("hoop-run-test", 1), hoop::Error);
+  ::setenv("HOOP_SECRET", "job secret", 1);
   auto store = hoop::connect_tcp_store("127.0.0.1", port, 10s);
+  ::unsetenv("HOOP_SECRET");
   store->set_timeout(10s);
   EXPECT_EQ(store->add("hoop-run-test", 5), 5);
   store->set_string("key", "value");

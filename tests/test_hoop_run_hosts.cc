@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <regex>
 #include <string>
 #include <vector>
@@ -132,20 +133,28 @@ TEST(HoopRunHosts, AFailedRankOnAnotherHostGivesItsExitCode) {
 TEST(HoopRunHosts, SshStyleLaunchersGetOneQuotedCommandWithTheJobsVariables) {
   TempDir dir;
   // Like ssh: the first argument is the host, the rest is one command line for a shell, and
-  // the local environment does not travel.
+  // the local environment does not travel. The fake keeps its command lines in a file.
   const auto fake_ssh = dir.path() / "ssh";
+  const auto argv_log = dir.path() / "argv";
   std::ofstream(fake_ssh) << "#!/bin/sh\n"
+                             "echo \"$*\" >> " << argv_log.string() << "\n"
                              "host=$1; shift\n"
                              "exec env -i PATH=/usr/bin:/bin FAKE_SSH_HOST=$host sh -c \"$*\"\n";
   std::filesystem::permissions(fake_ssh, std::filesystem::perms::owner_all);
   const Result r = run({"--hosts", "a:1,b:1", "--store-addr", "127.0.0.1", "--launcher",
-                        fake_ssh.string() + " {host}", "-x", "USER_VAR=x y", "--", "sh", "-c",
-                        "echo \"$FAKE_SSH_HOST $HOOP_RANK $HOOP_HOST_ID [$USER_VAR] $1 $(pwd)\"",
+                        fake_ssh.string() + " {host}", "-x", "USER_VAR=x y", "--secret", "s3cret",
+                        "--", "sh", "-c",
+                        "echo \"$FAKE_SSH_HOST $HOOP_RANK $HOOP_HOST_ID [$USER_VAR] $HOOP_SECRET $1 $(pwd)\"",
                         "sh", "it's \"quoted\""});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string cwd = std::filesystem::current_path().string();
-  EXPECT_NE(r.output.find("[0] a 0 a [x y] it's \"quoted\" " + cwd), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("[1] b 1 b [x y] it's \"quoted\" " + cwd), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[0] a 0 a [x y] s3cret it's \"quoted\" " + cwd), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[1] b 1 b [x y] s3cret it's \"quoted\" " + cwd), std::string::npos) << r.output;
+  // The secret reached the ranks through the remote shell's stdin, never on ssh's command line.
+  std::ifstream in(argv_log);
+  const std::string argv_text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(argv_text.find("HOOP_RANK=0"), std::string::npos) << argv_text;
+  EXPECT_EQ(argv_text.find("s3cret"), std::string::npos) << argv_text;
 }
 
 TEST(HoopRunHosts, AllReduceAcrossHostsIsRight) {

@@ -1,6 +1,7 @@
 // Hostile input: foreign processes that connect to a rank's port or to the store and send
 // random bytes, valid-looking headers with huge lengths, a wrong job id or a wrong secret.
-// They are rejected and logged; the job carries on and its results stay correct. Without
+// They are rejected and logged; the job carries on and its results stay correct. The job (its
+// ranks and its store) runs with a random per-job secret, as hoop-run gives each job. Without
 // HOOP_SECRET, whoever knows the job id can pass the handshake: the worst it can then do is
 // make the job fail with a clear error (never a crash, a hang or a huge allocation).
 #include <arpa/inet.h>
@@ -25,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "bootstrap/job_secret.h"
 #include "bootstrap/store_protocol.h"
 #include "hoop/communicator.h"
 #include "hoop/error.h"
@@ -69,7 +71,7 @@ transport::FrameHeader huge_frame(int from_rank) {
 }
 
 struct Counts {
-  int wrong_secret = 0, wrong_job = 0, random = 0, huge_store = 0;
+  int wrong_secret = 0, wrong_job = 0, random = 0, huge_store = 0, store_without_secret = 0;
 };
 
 // One round of everything a stranger can send to a rank's port or the store.
@@ -96,6 +98,15 @@ void vandal_round(uint16_t port, bool is_store, const std::string& job_id, std::
       send_all(fd, bytes.data(), bytes.size());
       ::close(fd);
       ++counts.huge_store;
+    }
+    // A whole SET without the job's secret first: refused, nothing stored.
+    req.key = "stranger";
+    req.values = {std::vector<uint8_t>{'e', 'v', 'i', 'l'}};
+    bytes = bootstrap::encode_store_request(req);
+    if (int fd = connect_loopback(port); fd >= 0) {
+      send_all(fd, bytes.data(), bytes.size());
+      ::close(fd);
+      ++counts.store_without_secret;
     }
     return;
   }
@@ -135,7 +146,9 @@ TEST(HostileInput, StrangersWithoutTheSecretAreRejectedAndLoggedAndResultsStayCo
   const std::string log_base = "/tmp/hoop-hostile-" + std::to_string(::getpid()) + "-";
   SpawnOptions opts;
   opts.timeout = 120s;
-  opts.env = {{"HOOP_TRANSPORT", "tcp"}, {"HOOP_SECRET", "s3cret"}, {"HOOP_DEBUG", "WARN"}};
+  opts.env = {{"HOOP_TRANSPORT", "tcp"},
+              {"HOOP_SECRET", bootstrap::random_job_secret()},
+              {"HOOP_DEBUG", "WARN"}};
   auto results = run_ranks(kRanks, [&](RankContext& ctx) {
     // This rank's log goes to a file the test reads afterwards.
     const int log = ::open((log_base + std::to_string(ctx.rank)).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -163,7 +176,8 @@ TEST(HostileInput, StrangersWithoutTheSecretAreRejectedAndLoggedAndResultsStayCo
         }
         ctx.report("SENT random " + std::to_string(counts.random) + " wrong_job " +
                    std::to_string(counts.wrong_job) + " wrong_secret " +
-                   std::to_string(counts.wrong_secret) + " huge_store " + std::to_string(counts.huge_store));
+                   std::to_string(counts.wrong_secret) + " huge_store " + std::to_string(counts.huge_store) +
+                   " store_without_secret " + std::to_string(counts.store_without_secret));
       });
     }
     while (store->add("vandal-started", 0) < 1) std::this_thread::sleep_for(5ms);
@@ -189,6 +203,7 @@ TEST(HostileInput, StrangersWithoutTheSecretAreRejectedAndLoggedAndResultsStayCo
       stop = true;
       vandal.join();
     }
+    EXPECT_FALSE(store->check("stranger")) << "the store took a stranger's SET";
     store->set_string("after/" + std::to_string(ctx.rank), "ok");
     EXPECT_EQ(store->get_string("after/" + std::to_string((ctx.rank + 1) % kRanks)), "ok");
     ctx.report("CHECKED " + std::to_string(checked));

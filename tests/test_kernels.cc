@@ -24,6 +24,7 @@
 #include "hoop/error.h"
 #include "hoop/types.h"
 #include "kernels/reduce.h"
+#include "support/scoped_env.h"
 
 namespace hoop::kernels {
 namespace {
@@ -657,23 +658,18 @@ TEST(HalfConversion, BulkConversionsMatchScalarOnEveryIsa) {
 
 // ---- dispatch ------------------------------------------------------------------------------
 
-// Sets or clears an environment variable for the lifetime of the object.
+// Sets or clears an environment variable for the lifetime of the object, then restores the
+// default kernel choice.
 class EnvScope {
  public:
-  EnvScope(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) ::setenv(name, value, 1);
-    else ::unsetenv(name);
-  }
+  EnvScope(const char* name, const char* value) { env_.emplace(name, value); }
   ~EnvScope() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
+    env_.reset();  // the variable first, so that the default choice reads it as it was
     set_isa_for_testing("");
   }
 
  private:
-  const char* name_;
-  std::optional<std::string> old_;
+  std::optional<test::ScopedEnv> env_;
 };
 
 TEST(Dispatch, DefaultIsWidestAvailableAndEnvCapsIt) {

@@ -12,11 +12,15 @@
 #include "schedule/checker.h"
 #include "schedule/schedule.h"
 #include "schedule/schedule_builders.h"
+#include "support/vcounts.h"
 
 namespace hoop::schedule {
 namespace {
 
-bool has_root(OpType op) { return op == OpType::broadcast || op == OpType::reduce; }
+bool has_root(OpType op) {
+  return op == OpType::broadcast || op == OpType::reduce || op == OpType::gather || op == OpType::gatherv ||
+         op == OpType::scatter || op == OpType::scatterv;
+}
 bool reduces(OpType op) {
   return op == OpType::allreduce || op == OpType::reducescatter || op == OpType::reduce;
 }
@@ -24,7 +28,8 @@ bool reduces(OpType op) {
 // 0, 1, N-1, a prime, and a large prime: several tree chunks, uneven ring chunks. ReduceScatter
 // and AllGather counts are per rank, so their large one is smaller.
 std::vector<size_t> counts_for(OpType op, int n) {
-  const bool per_rank = op == OpType::reducescatter || op == OpType::allgather;
+  const bool per_rank = op == OpType::reducescatter || op == OpType::allgather || op == OpType::alltoall ||
+                        op == OpType::gather || op == OpType::scatter;
   std::vector<size_t> c{0, 1, static_cast<size_t>(n - 1), 13, per_rank ? size_t{1009} : size_t{98317}};
   std::sort(c.begin(), c.end());
   c.erase(std::unique(c.begin(), c.end()), c.end());
@@ -44,8 +49,9 @@ std::vector<int> roots_for(OpType op, int n) {
 }
 
 TEST(ScheduleChecker, EveryAlgorithmOfEveryCollectiveUpTo64Ranks) {
-  const OpType ops[] = {OpType::allreduce, OpType::reducescatter, OpType::allgather,
-                        OpType::broadcast, OpType::reduce, OpType::barrier};
+  const OpType ops[] = {OpType::allreduce, OpType::reducescatter, OpType::allgather, OpType::broadcast,
+                        OpType::reduce,    OpType::barrier,       OpType::alltoall,  OpType::gather,
+                        OpType::scatter};
   const auto start = std::chrono::steady_clock::now();
   int checked = 0, failures = 0;
   for (int n = 1; n <= kCheckerMaxRanks; ++n) {
@@ -77,6 +83,77 @@ TEST(ScheduleChecker, EveryAlgorithmOfEveryCollectiveUpTo64Ranks) {
   std::cout << "[ checker ] " << checked << " schedules sets checked in " << secs << " s\n";
   EXPECT_EQ(failures, 0);
   EXPECT_GT(checked, 10000);
+}
+
+// The v-forms: every rank's own call (uneven counts with zeros, packed and spread blocks), every
+// registered algorithm, 1..64 ranks.
+TEST(ScheduleChecker, EveryAlgorithmOfEveryVFormUpTo64Ranks) {
+  const OpType ops[] = {OpType::alltoallv, OpType::gatherv, OpType::scatterv, OpType::allgatherv,
+                        OpType::reducescatterv};
+  int checked = 0, failures = 0;
+  for (int n = 1; n <= kCheckerMaxRanks; ++n) {
+    for (OpType op : ops) {
+      for (const std::string& algo : algorithms_for(op)) {
+        for (int pattern = 0; pattern < test::kCountPatterns; ++pattern) {
+          for (int root : roots_for(op, n)) {
+            for (bool in_place : {false, true}) {
+              if (in_place && op == OpType::alltoallv) continue;  // no in-place form
+              for (RedOp redop : {RedOp::sum, RedOp::avg}) {
+                if (redop == RedOp::avg && (op != OpType::reducescatterv || pattern < 2)) continue;
+                const bool spread = (pattern + n) % 2 == 1 && op != OpType::reducescatterv;
+                const auto descs = test::v_descs(op, n, pattern, spread, root, in_place, redop);
+                const std::string problem = check_algorithm(algo, descs);
+                ++checked;
+                if (!problem.empty() && ++failures <= 10) ADD_FAILURE() << problem;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  std::cout << "[ checker ] " << checked << " v-form schedule sets checked\n";
+  EXPECT_EQ(failures, 0);
+  EXPECT_GT(checked, 3000);
+}
+
+// The checker refuses v-form calls whose counts disagree and writes outside the blocks.
+TEST(ScheduleChecker, RefusesMismatchedVCountsAndStrayWrites) {
+  auto descs = test::v_descs(OpType::alltoallv, 3, 3, false, 0, false, RedOp::sum);
+  auto layout = std::make_shared<BlockLayout>(*descs[1].blocks);
+  layout->recv.counts[2] += 1;
+  layout->recv = Blocks::packed(layout->recv.counts);
+  descs[1].blocks = layout;
+  EXPECT_NE(check_algorithm("pairwise", descs), "");
+
+  // Gatherv whose root copies its own block one element too far.
+  auto g = test::v_descs(OpType::gatherv, 2, 3, true, 0, false, RedOp::sum);
+  std::vector<RankSchedule> s{build("linear", g[0], 0), build("linear", g[1], 1)};
+  for (Action& a : s[0].steps[0].actions) {
+    if (a.kind == ActionKind::copy) a.dst.offset += 1;
+  }
+  const std::string problem = check_schedules(g, s);
+  EXPECT_NE(problem, "");
+}
+
+// Bruck moves every block in ceil(log2 N) steps; pairwise takes N-1.
+TEST(ScheduleChecker, AllToAllStepCounts) {
+  CollectiveDesc d;
+  d.op = OpType::alltoall;
+  d.count = 5;
+  for (int n : {2, 3, 8, 13, 64}) {
+    d.nranks = n;
+    int log = 0;
+    while ((1 << log) < n) ++log;
+    CollectiveDesc g = d;
+    g.op = OpType::gather;
+    g.root = n / 2;
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(bruck_alltoall(d, r).steps.size(), static_cast<size_t>(log)) << n;
+      EXPECT_EQ(pairwise_alltoall(d, r).steps.size(), static_cast<size_t>(n - 1)) << n;
+      EXPECT_LE(binomial_gather(g, r).steps.size(), static_cast<size_t>(log)) << n;
+    }
+  }
 }
 
 // Every rank but the top has children in at most one tree; both trees span all ranks with the

@@ -53,6 +53,7 @@ struct Sim {
       case Buf::send: return send_base[r] + rg.offset;
       case Buf::recv: return recv_base[r] + rg.offset;
       case Buf::scratch: return scratch_base[r] + rg.offset;
+      case Buf::region: break;  // not used by these algorithms
     }
     return 0;
   }
@@ -61,6 +62,7 @@ struct Sim {
       case Buf::send: return send_elems();
       case Buf::recv: return recv_elems();
       case Buf::scratch: return sched[r].scratch_count;
+      case Buf::region: break;  // not used by these algorithms
     }
     return 0;
   }

@@ -20,7 +20,7 @@
 #include "hoop/communicator.h"
 #include "hoop/error.h"
 #include "hoop/types.h"
-#include "support/reference.h"
+#include "support/collective_cases.h"
 #include "support/spawn.h"
 #include "transport/shm/shm_transport.h"
 
@@ -31,7 +31,6 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
 constexpr const char* kAlgo = "shm-direct";
-constexpr size_t kGuard = 64;
 
 // Options that force shm-direct.
 OpOptions forced_direct() {
@@ -47,189 +46,39 @@ std::shared_ptr<Communicator> make_reported_comm(RankContext& ctx, CommOptions o
   return comm;
 }
 
-enum class Coll { allreduce, reducescatter, allgather, broadcast, reduce };
-
-const char* name(Coll c) {
-  switch (c) {
-    case Coll::allreduce: return "allreduce";
-    case Coll::reducescatter: return "reducescatter";
-    case Coll::allgather: return "allgather";
-    case Coll::broadcast: return "broadcast";
-    case Coll::reduce: return "reduce";
-  }
-  return "?";
-}
-
-struct Case {
-  int id = 0;
-  Coll coll = Coll::allreduce;
-  DataType dt = DataType::f32;
-  RedOp op = RedOp::sum;
-  int root = 0;
-  size_t count = 0;
-  bool in_place = false;
-
-  std::string describe() const {
-    std::ostringstream os;
-    os << "case " << id << ": " << name(coll) << " " << to_string(dt) << " " << to_string(op)
-       << " root " << root << " count " << count << (in_place ? " in-place" : " out-of-place");
-    return os.str();
-  }
-  size_t input_elems(int n) const { return coll == Coll::reducescatter ? count * n : count; }
-  size_t output_elems(int n) const { return coll == Coll::allgather ? count * n : count; }
-  bool replicated() const { return coll == Coll::allreduce || coll == Coll::allgather || coll == Coll::broadcast; }
-};
-
 struct Combo {
-  Coll coll;
+  OpType op;
   DataType dt;
-  RedOp op;
+  RedOp redop;
 };
 
 // A selection that still covers every collective, both 16-bit float types through the f32
 // staging, exact integer results (sums wrap, avg truncates) and every op.
 const Combo kCombos[] = {
-    {Coll::allreduce, DataType::f32, RedOp::sum},     {Coll::allreduce, DataType::f32, RedOp::avg},
-    {Coll::allreduce, DataType::f64, RedOp::prod},    {Coll::allreduce, DataType::i32, RedOp::sum},
-    {Coll::allreduce, DataType::i64, RedOp::avg},     {Coll::allreduce, DataType::u8, RedOp::max},
-    {Coll::allreduce, DataType::i8, RedOp::min},      {Coll::allreduce, DataType::f16, RedOp::sum},
-    {Coll::allreduce, DataType::bf16, RedOp::avg},    {Coll::reducescatter, DataType::f32, RedOp::sum},
-    {Coll::reducescatter, DataType::u32, RedOp::prod}, {Coll::reducescatter, DataType::bf16, RedOp::sum},
-    {Coll::reducescatter, DataType::f64, RedOp::avg}, {Coll::reduce, DataType::f32, RedOp::sum},
-    {Coll::reduce, DataType::u64, RedOp::sum},        {Coll::reduce, DataType::f16, RedOp::max},
-    {Coll::allgather, DataType::f32, RedOp::sum},     {Coll::allgather, DataType::u8, RedOp::sum},
-    {Coll::allgather, DataType::f16, RedOp::sum},     {Coll::broadcast, DataType::f64, RedOp::sum},
-    {Coll::broadcast, DataType::i8, RedOp::sum},      {Coll::broadcast, DataType::bf16, RedOp::sum},
+    {OpType::allreduce, DataType::f32, RedOp::sum},      {OpType::allreduce, DataType::f32, RedOp::avg},
+    {OpType::allreduce, DataType::f64, RedOp::prod},     {OpType::allreduce, DataType::i32, RedOp::sum},
+    {OpType::allreduce, DataType::i64, RedOp::avg},      {OpType::allreduce, DataType::u8, RedOp::max},
+    {OpType::allreduce, DataType::i8, RedOp::min},       {OpType::allreduce, DataType::f16, RedOp::sum},
+    {OpType::allreduce, DataType::bf16, RedOp::avg},     {OpType::reducescatter, DataType::f32, RedOp::sum},
+    {OpType::reducescatter, DataType::u32, RedOp::prod}, {OpType::reducescatter, DataType::bf16, RedOp::sum},
+    {OpType::reducescatter, DataType::f64, RedOp::avg},  {OpType::reduce, DataType::f32, RedOp::sum},
+    {OpType::reduce, DataType::u64, RedOp::sum},         {OpType::reduce, DataType::f16, RedOp::max},
+    {OpType::allgather, DataType::f32, RedOp::sum},      {OpType::allgather, DataType::u8, RedOp::sum},
+    {OpType::allgather, DataType::f16, RedOp::sum},      {OpType::broadcast, DataType::f64, RedOp::sum},
+    {OpType::broadcast, DataType::i8, RedOp::sum},       {OpType::broadcast, DataType::bf16, RedOp::sum},
 };
 
-std::vector<Case> make_cases(int n, const std::vector<size_t>& counts) {
-  std::vector<Case> cases;
+std::vector<CollCase> make_cases(int n, const std::vector<size_t>& counts) {
+  std::vector<CollCase> cases;
   for (size_t count : counts) {
     for (const Combo& combo : kCombos) {
       for (bool in_place : {false, true}) {
-        Case c;
-        c.id = static_cast<int>(cases.size());
-        c.coll = combo.coll;
-        c.dt = combo.dt;
-        c.op = combo.op;
-        c.root = (c.id / 2) % n;
-        c.count = count;
-        c.in_place = in_place;
-        cases.push_back(c);
+        const int root = static_cast<int>(cases.size() / 2) % n;
+        add_case(cases, combo.op, combo.dt, combo.redop, root, count, in_place, kAlgo);
       }
     }
   }
   return cases;
-}
-
-uint64_t seed_of(const Case& c, int n) { return ref::mix64(static_cast<uint64_t>(c.id) * 7919u + static_cast<uint64_t>(n)); }
-
-// Runs one case on this rank, checks it, reports the hash of a replicated result.
-class CaseRunner {
- public:
-  CaseRunner(RankContext& ctx, Communicator& comm, size_t bytes) : ctx_(ctx), comm_(comm) {
-    a_.assign(bytes + kGuard, std::byte{0});
-    b_.assign(bytes + kGuard, std::byte{0});
-  }
-
-  void run(const Case& c) {
-    const int n = comm_.size(), rank = comm_.rank();
-    const size_t es = dtype_size(c.dt);
-    const uint64_t seed = seed_of(c, n);
-    const size_t in_bytes = c.input_elems(n) * es, out_bytes = c.output_elems(n) * es;
-    std::byte* send = a_.data();
-    std::byte* recv = b_.data();
-    ref::fill_sentinel(recv, out_bytes + kGuard);
-    if (c.in_place) {
-      recv = a_.data();
-      ref::fill_sentinel(recv, std::max(in_bytes, out_bytes) + kGuard);
-      if (c.coll == Coll::reducescatter) recv = send + static_cast<size_t>(rank) * c.count * es;
-      if (c.coll == Coll::allgather) send = recv + static_cast<size_t>(rank) * c.count * es;
-    }
-    if (c.coll != Coll::broadcast || rank == c.root) ref::fill_inputs(send, c.dt, c.op, seed, rank, 0, c.input_elems(n));
-    const OpOptions opts = forced_direct();
-    switch (c.coll) {
-      case Coll::allreduce: comm_.allreduce(send, recv, c.count, c.dt, c.op, opts); break;
-      case Coll::reducescatter: comm_.reducescatter(send, recv, c.count, c.dt, c.op, opts); break;
-      case Coll::allgather: comm_.allgather(send, recv, c.count, c.dt, opts); break;
-      case Coll::broadcast: comm_.broadcast(send, recv, c.count, c.dt, c.root, opts); break;
-      case Coll::reduce: comm_.reduce(send, recv, c.count, c.dt, c.op, c.root, opts); break;
-    }
-    EXPECT_EQ(comm_.last_algorithm(), kAlgo) << c.describe();
-    std::string problem;
-    switch (c.coll) {
-      case Coll::allreduce:
-        problem = ref::check_reduction(recv, c.dt, c.op, seed, n, 0, c.count);
-        break;
-      case Coll::reduce:
-        if (rank == c.root) problem = ref::check_reduction(recv, c.dt, c.op, seed, n, 0, c.count);
-        else if (!c.in_place && ref::first_non_sentinel(recv, out_bytes) != out_bytes)
-          problem = "a non-root's recv buffer was written";
-        break;
-      case Coll::reducescatter:
-        problem = ref::check_reduction(recv, c.dt, c.op, seed, n, static_cast<size_t>(rank) * c.count, c.count);
-        break;
-      case Coll::allgather:
-        for (int p = 0; p < n && problem.empty(); ++p)
-          problem = ref::check_inputs(recv + static_cast<size_t>(p) * c.count * es, c.dt, c.op, seed, p, 0, c.count);
-        break;
-      case Coll::broadcast:
-        problem = ref::check_inputs(recv, c.dt, c.op, seed, c.root, 0, c.count);
-        break;
-    }
-    EXPECT_EQ(problem, "") << "rank " << rank << " of " << n << ", " << c.describe();
-    const std::byte* out_base = c.in_place ? a_.data() : b_.data();
-    const size_t guard_at = c.in_place ? std::max(in_bytes, out_bytes) : out_bytes;
-    EXPECT_EQ(ref::first_non_sentinel(out_base + guard_at, kGuard), kGuard)
-        << "wrote past the end, rank " << rank << ", " << c.describe();
-    if (c.replicated()) {
-      char line[64];
-      std::snprintf(line, sizeof line, "H %d %016llx", c.id,
-                    static_cast<unsigned long long>(ref::hash_bytes(recv, out_bytes)));
-      ctx_.report(line);
-    }
-  }
-
- private:
-  RankContext& ctx_;
-  Communicator& comm_;
-  std::vector<std::byte> a_, b_;
-};
-
-std::string job_of(const std::vector<RankResult>& results) {
-  for (const auto& r : results)
-    for (const auto& line : r.reports)
-      if (line.rfind("JOB ", 0) == 0) return line.substr(4);
-  return "";
-}
-
-void expect_no_leftover_segments(const std::vector<RankResult>& results) {
-  const std::string job = job_of(results);
-  ASSERT_FALSE(job.empty()) << "no rank reported its job id";
-  EXPECT_EQ(job_segments(job), std::vector<std::string>{}) << "left in /dev/shm by job " << job;
-  transport::shm_remove_job_segments(job);
-}
-
-// Every rank reported the same hash for every replicated case: the results are bit-identical.
-void expect_identical_hashes(const std::vector<RankResult>& results) {
-  std::map<std::string, std::string> first;  // case id -> hash
-  size_t compared = 0;
-  for (const auto& r : results) {
-    for (const auto& line : r.reports) {
-      if (line.rfind("H ", 0) != 0) continue;
-      std::istringstream in(line.substr(2));
-      std::string id, hash;
-      in >> id >> hash;
-      auto [it, fresh] = first.emplace(id, hash);
-      if (!fresh) {
-        ++compared;
-        EXPECT_EQ(it->second, hash) << "rank " << r.rank << " differs on case " << id;
-      }
-    }
-  }
-  if (results.size() > 1) {
-    EXPECT_GT(compared, 0u);
-  }
 }
 
 // Small tunables: a 1 KiB small-message limit in 4 KiB cells, 8 KiB chunk slots, so a few
@@ -251,19 +100,16 @@ SpawnOptions small_tunables(const char* stages, const char* single_copy = "16K")
 
 void run_cases(int n, const std::vector<size_t>& counts, const SpawnOptions& opts) {
   const auto cases = make_cases(n, counts);
-  size_t bytes = 0;
-  for (const Case& c : cases) {
-    const size_t es = dtype_size(c.dt);
-    bytes = std::max({bytes, c.input_elems(n) * es, c.output_elems(n) * es});
-  }
   auto results = run_ranks(n, [&](RankContext& ctx) {
     auto comm = make_reported_comm(ctx);
-    CaseRunner runner(ctx, *comm, bytes);
-    for (const Case& c : cases) runner.run(c);
+    RunnerOptions ropts;
+    ropts.algo_check = AlgoCheck::exact;
+    CaseRunner runner(ctx, *comm, max_buffer_bytes(cases, n), ropts);
+    runner.run_all(cases);
   }, opts);
   EXPECT_TRUE(all_ok(results));
-  expect_identical_hashes(results);
-  expect_no_leftover_segments(results);
+  expect_cases_done_and_identical(cases, results);
+  expect_no_job_segments(results);
 }
 
 class ShmDirectRanks : public ::testing::TestWithParam<int> {};
@@ -327,7 +173,7 @@ TEST(ShmDirect, BackToBackAsynchronousOpsStayInOrder) {
     }
   }, small_tunables("2"));
   EXPECT_TRUE(all_ok(results));
-  expect_no_leftover_segments(results);
+  expect_no_job_segments(results);
 }
 
 // Ranks may call one AllReduce in place on some ranks and out of place on others; every rank
@@ -354,7 +200,7 @@ TEST(ShmDirect, InPlaceOnSomeRanksOnly) {
     }
   }, small_tunables("2"));
   EXPECT_TRUE(all_ok(results));
-  expect_no_leftover_segments(results);
+  expect_no_job_segments(results);
 }
 
 // No rank leaves a barrier before the last one entered it (ranks enter skewed on purpose).
@@ -390,7 +236,7 @@ TEST(ShmDirect, BarrierWaitsForTheLastRank) {
     ASSERT_EQ(exits.size(), static_cast<size_t>(kRanks));
     for (int64_t e : exits) EXPECT_GE(e, last_entry) << "a rank left barrier " << round << " early";
   }
-  expect_no_leftover_segments(results);
+  expect_no_job_segments(results);
 }
 
 // A rank that calls with another count: the others get a mismatch naming it, not wrong data.
@@ -419,7 +265,7 @@ TEST(ShmDirect, DifferentCountsFailAsAMismatch) {
     }
   }
   EXPECT_GE(mismatches, 2) << "every rank reads rank 1's cell: ranks 0 and 2 see it differ";
-  expect_no_leftover_segments(results);
+  expect_no_job_segments(results);
 }
 
 // Calls different enough to take different paths (cells here, chunk slots there), or equal but
@@ -453,7 +299,7 @@ TEST(ShmDirect, CallsOnDifferentPathsFailAsAMismatch) {
       }
     }
     EXPECT_GE(mismatches, 1) << "variant " << variant;
-    expect_no_leftover_segments(results);
+    expect_no_job_segments(results);
   }
 }
 
@@ -488,7 +334,7 @@ TEST(ShmDirect, AnAbsentRankTimesOutNamingIt) {
   for (const auto& r : results)
     for (const auto& line : r.reports) timeouts_naming_2 += line == "TIMEOUT 2";
   EXPECT_GE(timeouts_naming_2, 1);
-  expect_no_leftover_segments(results);
+  expect_no_job_segments(results);
 }
 
 // A rank killed in the middle of large AllReduces: every survivor fails within the timeout
@@ -525,7 +371,30 @@ TEST(ShmDirect, AKilledRankFailsTheSurvivorsWithinTheTimeout) {
     if (r.rank == kVictim) continue;
     EXPECT_TRUE(r.ok()) << "survivor " << r.rank;
   }
-  expect_no_leftover_segments(results);
+  expect_no_job_segments(results);
+}
+
+// A rank that ends without destructors before the region exists, as torch's multiprocessing
+// ranks do with os._exit: the region has no name in /dev/shm, so nothing of it outlives the
+// others either, without any launcher sweeping after them.
+TEST(ShmDirect, ARankEndingBeforeTheRegionExistsLeavesNothingInDevShm) {
+  auto results = run_ranks(3, [&](RankContext& ctx) {
+    CommOptions copts;
+    copts.timeout = 1s;
+    auto comm = make_reported_comm(ctx, copts);
+    if (ctx.rank == 2) ::_exit(0);
+    std::vector<float> v(100000, 1.0f);
+    try {
+      comm->allreduce(v.data(), v.data(), v.size(), DataType::f32, RedOp::sum, forced_direct());
+      ADD_FAILURE() << "completed without rank 2";
+    } catch (const Error& e) {
+      EXPECT_TRUE(e.code() == ErrorCode::timeout || e.code() == ErrorCode::peer_failure) << e.what();
+    }
+    std::fflush(nullptr);
+    ::_exit(::testing::Test::HasFailure() ? 1 : 0);
+  });
+  for (const auto& r : results) EXPECT_EQ(r.exit_code, 0) << "rank " << r.rank;
+  expect_no_job_segments(results);
 }
 
 // Forced shm-direct with TCP forced: the schedule-based default runs instead.

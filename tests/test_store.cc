@@ -141,6 +141,7 @@ TEST(StoreProtocol, RoundTripsEveryCommandAndNeedsEveryByte) {
       make_request(StoreCmd::wait, "", {bytes("a"), bytes("b"), bytes("c")}, 99),
       make_request(StoreCmd::check, "x", {}),
       make_request(StoreCmd::remove, "y", {}),
+      make_request(StoreCmd::hello, "", {bootstrap::encode_secret_key(0x0123456789abcdefull)}),
   };
   for (const auto& req : requests) {
     std::vector<uint8_t> wire = bootstrap::encode_store_request(req);
@@ -478,6 +479,32 @@ TEST(TcpStoreHostile, MalformedConnectionsAreRejectedWhileOthersKeepWorking) {
   for (int fd : {slow, noise, huge, foreign}) ::close(fd);
 }
 
+// A store started with HOOP_SECRET serves only clients that show its key first: a client with
+// another secret cannot connect, one without a secret has its first request refused, and so
+// has a stranger's raw request; each says why, and nothing they sent is stored.
+TEST(TcpStoreHostile, AStoreWithASecretServesOnlyClientsWithIt) {
+  ::setenv("HOOP_SECRET", "the job's secret", 1);
+  TcpStoreServer server("127.0.0.1", 0);
+  auto member = connect_tcp_store("127.0.0.1", server.port(), 5s);
+  ::setenv("HOOP_SECRET", "another secret", 1);
+  const Error wrong = expect_error(ErrorCode::init, [&] { connect_tcp_store("127.0.0.1", server.port(), 5s); });
+  EXPECT_NE(std::string(wrong.what()).find("wrong secret key"), std::string::npos) << wrong.what();
+  ::unsetenv("HOOP_SECRET");
+  auto outsider = connect_tcp_store("127.0.0.1", server.port(), 5s);
+  const Error none = expect_error(ErrorCode::invalid_argument, [&] { outsider->set_string("k", "x"); });
+  EXPECT_NE(std::string(none.what()).find("requires HOOP_SECRET"), std::string::npos) << none.what();
+
+  int stranger = raw_connect(server.port());
+  write_all(stranger, bootstrap::encode_store_request(make_request(StoreCmd::set, "k", {bytes("evil")})));
+  EXPECT_TRUE(closed_by_peer(stranger, 5s));
+  ::close(stranger);
+  EXPECT_TRUE(wait_for_rejections(server, 3));
+
+  member->set_string("k", "v");
+  EXPECT_EQ(member->get_string("k"), "v");
+  EXPECT_EQ(server.rejected_connections(), 3u);
+}
+
 TEST(TcpStoreHostile, PipelinedRequestsAreAnsweredInOrder) {
   TcpStoreServer server("127.0.0.1", 0);
   int fd = raw_connect(server.port());
@@ -609,7 +636,7 @@ TEST(TcpStoreProcesses, CompareSetRaceHasExactlyOneWinner) {
     if (r.reports[0] == "rank-" + std::to_string(r.rank)) ++winners;
   }
   EXPECT_EQ(winners, 1);
-  EXPECT_EQ(seen.size(), 1u) << "every rank must see the one winner";
+  EXPECT_EQ(seen.size(), 1u) << "every rank must see the one winner: " << ::testing::PrintToString(seen);
 }
 
 TEST(TcpStoreProcesses, WaitOnSeveralKeysSetByOthers) {

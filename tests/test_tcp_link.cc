@@ -21,6 +21,7 @@
 
 #include "core/clock.h"
 #include "hoop/error.h"
+#include "support/scoped_env.h"
 #include "transport/tcp/handshake.h"
 #include "transport/tcp/interfaces.h"
 #include "core/socket_address.h"
@@ -39,25 +40,7 @@ using hoop::SocketAddress;
 // ---------------------------------------------------------------------------------------------
 // Test helpers
 
-// Sets (or unsets, with nullptr) an environment variable for the scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) ::setenv(name, value, 1);
-    else ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using test::ScopedEnv;
 
 std::string unique_job() {
   static int counter = 0;

@@ -44,6 +44,7 @@ std::vector<StepRecord> expected_steps(const schedule::RankSchedule& s) {
         case schedule::ActionKind::finish_avg:
           out.emplace_back(static_cast<int>(k), "finish-avg", -1, a.dst.count * sizeof(float));
           break;
+        default: break;  // shared-region actions: not in the schedules traced here
       }
     }
   }

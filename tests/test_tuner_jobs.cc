@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "comm/algo_choice.h"
-#include "comm/comm_impl.h"
+#include "comm/comm_access.h"
 #include "support/spawn.h"
 #include "tuner/calibration.h"
 #include "tuner/cost_model.h"
@@ -41,7 +41,7 @@ struct TempDir {
 // AllReduce and reports what the library ran.
 void report_model_and_choices(RankContext& ctx) {
   auto comm = ctx.make_comm();
-  auto& tuner = comm->impl().tuner();
+  auto& tuner = detail::CommAccess::impl(*comm).tuner();
   ctx.report("model " + tuner::to_json(tuner.model()));
   std::string picks;
   for (size_t count : {size_t{1}, size_t{1000}, size_t{1} << 16, size_t{1} << 22}) {
@@ -105,7 +105,7 @@ std::string model_source_of_job(const std::string& cache_dir, const std::string&
   opts.env = {{"XDG_CACHE_HOME", cache_dir}, {"HOOP_CALIBRATE", calibrate}};
   const auto results = run_ranks(2, [](RankContext& ctx) {
     auto comm = ctx.make_comm();
-    ctx.report(comm->impl().tuner().model().source);
+    ctx.report(detail::CommAccess::impl(*comm).tuner().model().source);
     // The calibration's own messages are not counted as the user's.
     const auto stats = comm->stats();
     if (stats.bytes_sent != 0 || stats.ops != 0) throw std::runtime_error("calibration traffic in the stats");

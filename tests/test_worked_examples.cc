@@ -164,6 +164,7 @@ struct Simulation {
         write(s, a.dst, read(s, a.src, r), r);
         return true;
       case ActionKind::finish_avg: return true;
+      default: break;  // shared-region actions: not in the ring simulated here
     }
     return false;
   }

@@ -1,6 +1,6 @@
 // What the comparison drivers (MPI, Gloo) share with hoop-bench so that the three measure the
 // same thing: sizes as hoop-bench counts them (the whole buffer of allreduce and broadcast, the
-// send buffer of reducescatter, the recv buffer of allgather), f32 data, one verified call, then
+// send buffer of reducescatter and alltoall, the recv buffer of allgather), f32 data, one verified call, then
 // warm-up iterations, a barrier, and timed iterations each timed on its own; an iteration's time
 // is the slowest rank's, and a row reports the median over iterations.
 #pragma once
@@ -17,13 +17,14 @@
 namespace compare {
 
 struct DriverArgs {
-  std::string op = "allreduce";       // allreduce | reducescatter | allgather | broadcast
+  std::string op = "allreduce";       // allreduce | reducescatter | allgather | broadcast | alltoall
   std::vector<size_t> sizes;          // bytes, as hoop-bench counts them
   int iters = 20;
   int warmup = 5;
   std::vector<std::string> algos;     // library-specific; empty: the driver's default
   std::string csv_path;               // rank 0 writes its rows here
   std::string store_dir;              // Gloo: rendezvous directory
+  std::string iface;                  // Gloo: bind to this interface (default 127.0.0.1)
 };
 
 inline std::vector<std::string> split(const std::string& text, char sep) {
@@ -38,7 +39,7 @@ inline std::vector<std::string> split(const std::string& text, char sep) {
   return parts;
 }
 
-// --op OP --sizes 1024,4096 --iters N --warmup W --algos a,b --csv FILE --store DIR
+// --op OP --sizes 1024,4096 --iters N --warmup W --algos a,b --csv FILE --store DIR --iface NAME
 inline DriverArgs parse_args(int argc, char** argv) {
   DriverArgs a;
   for (int i = 1; i < argc; ++i) {
@@ -52,10 +53,12 @@ inline DriverArgs parse_args(int argc, char** argv) {
     else if (flag == "--algos") a.algos = split(value, ',');
     else if (flag == "--csv") a.csv_path = value;
     else if (flag == "--store") a.store_dir = value;
+    else if (flag == "--iface") a.iface = value;
     else throw std::invalid_argument("unknown flag " + flag);
   }
   if (a.sizes.empty()) throw std::invalid_argument("--sizes is required");
-  if (a.op != "allreduce" && a.op != "reducescatter" && a.op != "allgather" && a.op != "broadcast")
+  if (a.op != "allreduce" && a.op != "reducescatter" && a.op != "allgather" && a.op != "broadcast" &&
+      a.op != "alltoall")
     throw std::invalid_argument("unknown --op " + a.op);
   if (a.iters < 1 || a.warmup < 0) throw std::invalid_argument("bad --iters/--warmup");
   return a;
@@ -64,15 +67,19 @@ inline DriverArgs parse_args(int argc, char** argv) {
 // Element counts of one row, as hoop-bench's layout_for computes them for f32.
 struct Layout {
   size_t count = 0;     // elements the bandwidth counts
-  size_t op_count = 0;  // per-rank block of reducescatter / allgather, else count
+  size_t op_count = 0;  // per-rank block of reducescatter / allgather / alltoall, else count
   size_t bytes() const { return count * sizeof(float); }
 };
+
+inline bool splits_among_ranks(const std::string& op) {
+  return op == "reducescatter" || op == "allgather" || op == "alltoall";
+}
 
 inline Layout layout_for(const std::string& op, size_t bytes, int nranks) {
   const size_t n = static_cast<size_t>(nranks);
   const size_t elems = bytes / sizeof(float);
   Layout l;
-  if (op == "reducescatter" || op == "allgather") {
+  if (splits_among_ranks(op)) {
     l.count = elems / n * n;
     l.op_count = l.count / n;
   } else {
@@ -85,7 +92,7 @@ inline Layout layout_for(const std::string& op, size_t bytes, int nranks) {
 inline double busbw_factor(const std::string& op, int nranks) {
   const double n = nranks;
   if (op == "allreduce") return 2.0 * (n - 1.0) / n;
-  if (op == "reducescatter" || op == "allgather") return (n - 1.0) / n;
+  if (splits_among_ranks(op)) return (n - 1.0) / n;
   return 1.0;
 }
 
@@ -99,6 +106,14 @@ inline double median(std::vector<double> v) {
 inline float input_value(int rank, size_t i) { return static_cast<float>((rank + 1) + (i % 7)); }
 inline float sum_value(int nranks, size_t i) {
   return static_cast<float>(nranks * (nranks + 1) / 2 + nranks * static_cast<int>(i % 7));
+}
+// Element i of `rank`'s recv buffer after an AllGather / AllToAll of `block` elements per rank:
+// block s came from rank s, out of its input's block 0 (AllGather) or block `rank` (AllToAll).
+inline float allgather_value(size_t block, size_t i) {
+  return input_value(static_cast<int>(i / block), i % block);
+}
+inline float alltoall_value(int rank, size_t block, size_t i) {
+  return input_value(static_cast<int>(i / block), static_cast<size_t>(rank) * block + i % block);
 }
 
 inline std::vector<float> make_buffer(size_t count) {

@@ -8,10 +8,12 @@
 //   reducescatter: halving_doubling (ReduceScatterHalvingDoubling, in place: Gloo has no other)
 //   allgather:     ring (gloo::allgather, out of place)
 //   broadcast:     default (gloo::broadcast from rank 0, out of place)
+//   alltoall:      default (gloo::alltoall, out of place)
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/allreduce_halving_doubling.h>
 #include <gloo/allreduce_ring_chunked.h>
+#include <gloo/alltoall.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/math.h>
@@ -67,6 +69,19 @@ struct Buffers {
 // their buffers at construction, so they are built once per row, outside the timing.
 using Call = std::function<void()>;
 
+// gloo::allgather, gloo::alltoall: an input, an output and a tag of its own per call.
+template <typename Options>
+Call input_output_call(const Ctx& ctx, void (*collective)(Options&), float* in, size_t in_count,
+                       float* out, size_t out_count) {
+  return [=] {
+    Options opts(ctx);
+    opts.setInput(in, in_count);
+    opts.setOutput(out, out_count);
+    opts.setTag(next_tag());
+    collective(opts);
+  };
+}
+
 Call make_call(const Ctx& ctx, const std::string& op, const std::string& algo, const Layout& l,
                Buffers& b) {
   float* send = b.send.data();
@@ -104,13 +119,7 @@ Call make_call(const Ctx& ctx, const std::string& op, const std::string& algo, c
     return [a] { a->run(); };
   }
   if (op == "allgather" && algo == "ring") {
-    return [=] {
-      gloo::AllgatherOptions opts(ctx);
-      opts.setInput(send, block);
-      opts.setOutput(recv, count);
-      opts.setTag(next_tag());
-      gloo::allgather(opts);
-    };
+    return input_output_call(ctx, &gloo::allgather, send, block, recv, count);
   }
   if (op == "broadcast" && algo == "default") {
     const bool root = ctx->rank == 0;
@@ -122,6 +131,9 @@ Call make_call(const Ctx& ctx, const std::string& op, const std::string& algo, c
       opts.setTag(next_tag());
       gloo::broadcast(opts);
     };
+  }
+  if (op == "alltoall" && algo == "default") {
+    return input_output_call(ctx, &gloo::alltoall, send, count, recv, count);
   }
   throw std::invalid_argument("no Gloo algorithm '" + algo + "' for " + op);
 }
@@ -145,12 +157,13 @@ unsigned long long verify(const Ctx& ctx, const std::string& op, const std::stri
     const size_t first = op == "allreduce" ? 0 : static_cast<size_t>(rank) * block;
     const size_t len = op == "allreduce" ? l.count : block;
     for (size_t i = 0; i < len; ++i) wrong += b.recv[i] != sum_value(size, first + i);
-  } else if (op == "allgather") {
-    for (size_t i = 0; i < block; ++i) b.send[i] = input_value(rank, i);
+  } else if (op == "allgather" || op == "alltoall") {
+    const bool gathers = op == "allgather";
+    for (size_t i = 0; i < (gathers ? block : l.count); ++i) b.send[i] = input_value(rank, i);
     std::fill(b.recv.begin(), b.recv.end(), -1.0f);
     call();
     for (size_t i = 0; i < l.count; ++i)
-      wrong += b.recv[i] != input_value(static_cast<int>(i / block), i % block);
+      wrong += b.recv[i] != (gathers ? allgather_value(block, i) : alltoall_value(rank, block, i));
   } else {
     for (size_t i = 0; i < l.count; ++i) b.send[i] = input_value(0, i);
     std::fill(b.recv.begin(), b.recv.end(), -1.0f);
@@ -175,7 +188,12 @@ int run(const DriverArgs& a) {
   const int rank = env_int("HOOP_RANK", "OMPI_COMM_WORLD_RANK");
   const int size = env_int("HOOP_WORLD_SIZE", "OMPI_COMM_WORLD_SIZE");
 
+  // Loopback on one host; between hosts (bench/netlab), the address of the named interface.
   gloo::transport::tcp::attr attr("127.0.0.1");
+  if (!a.iface.empty()) {
+    attr.hostname.clear();
+    attr.iface = a.iface;
+  }
   auto dev = gloo::transport::tcp::CreateDevice(attr);
   gloo::rendezvous::FileStore store(a.store_dir);
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);

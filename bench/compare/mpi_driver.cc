@@ -1,6 +1,7 @@
 // Open MPI's collectives, measured the way hoop-bench measures hoop's (see driver_common.h):
 //   mpirun -np N mpi_driver --op allreduce --sizes 1024,4096 --iters 20 --warmup 5 --csv out.csv
-// Out of place: MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Allgather; MPI_Bcast from rank 0.
+// Out of place: MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Allgather, MPI_Alltoall; MPI_Bcast
+// from rank 0.
 #include <mpi.h>
 
 #include <cstdio>
@@ -24,6 +25,8 @@ void call(const std::string& op, const Layout& l, Buffers& b) {
     MPI_Reduce_scatter_block(b.send.data(), b.recv.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
   } else if (op == "allgather") {
     MPI_Allgather(b.send.data(), n, MPI_FLOAT, b.recv.data(), n, MPI_FLOAT, MPI_COMM_WORLD);
+  } else if (op == "alltoall") {
+    MPI_Alltoall(b.send.data(), n, MPI_FLOAT, b.recv.data(), n, MPI_FLOAT, MPI_COMM_WORLD);
   } else {
     MPI_Bcast(b.recv.data(), n, MPI_FLOAT, 0, MPI_COMM_WORLD);
   }
@@ -40,12 +43,13 @@ unsigned long long verify(const std::string& op, const Layout& l, Buffers& b, in
     const size_t first = op == "allreduce" ? 0 : static_cast<size_t>(rank) * block;
     const size_t len = op == "allreduce" ? l.count : block;
     for (size_t i = 0; i < len; ++i) wrong += b.recv[i] != sum_value(size, first + i);
-  } else if (op == "allgather") {
-    for (size_t i = 0; i < block; ++i) b.send[i] = input_value(rank, i);
+  } else if (op == "allgather" || op == "alltoall") {
+    const bool gathers = op == "allgather";
+    for (size_t i = 0; i < (gathers ? block : l.count); ++i) b.send[i] = input_value(rank, i);
     std::fill(b.recv.begin(), b.recv.end(), -1.0f);
     call(op, l, b);
     for (size_t i = 0; i < l.count; ++i)
-      wrong += b.recv[i] != input_value(static_cast<int>(i / block), i % block);
+      wrong += b.recv[i] != (gathers ? allgather_value(block, i) : alltoall_value(rank, block, i));
   } else {
     for (size_t i = 0; i < l.count; ++i) b.recv[i] = rank == 0 ? input_value(0, i) : -1.0f;
     call(op, l, b);

@@ -5,57 +5,16 @@
 #include <ATen/core/ivalue.h>
 #include <ATen/core/jit_type.h>
 
-#include <cstdlib>
 #include <set>
 #include <string>
 
 #include "c10d_store_adapter.h"
 #include "hoop/error.h"
+#include "tensor_args.h"
 
 namespace hoop_torch {
 
 namespace {
-
-[[noreturn]] void refuse(int rank, const char* op, const std::string& what) {
-  throw hoop::Error(hoop::ErrorCode::invalid_argument, what, hoop::ErrorContext{rank, op, 0, -1});
-}
-
-std::string dtype_name(at::ScalarType st) { return c10::toString(st); }
-
-void check_tensor(const at::Tensor& t, int rank, const char* op) {
-  if (!t.defined()) refuse(rank, op, "tensor is undefined");
-  if (!t.device().is_cpu()) {
-    refuse(rank, op, "tensor is on " + t.device().str() + "; the hoop backend moves CPU tensors only");
-  }
-  if (t.layout() != at::kStrided) refuse(rank, op, "sparse tensors are not supported");
-}
-
-const at::Tensor& single_tensor(const std::vector<at::Tensor>& tensors, int rank, const char* op) {
-  if (tensors.size() != 1) {
-    refuse(rank, op, "expects exactly one tensor, got " + std::to_string(tensors.size()));
-  }
-  check_tensor(tensors[0], rank, op);
-  return tensors[0];
-}
-
-// A dense copy of `t` (or `t` itself when it is already dense), for hoop's flat buffers.
-at::Tensor dense(const at::Tensor& t) { return t.is_contiguous() ? t : t.contiguous(); }
-
-size_t byte_size(const at::Tensor& t) {
-  return static_cast<size_t>(t.numel()) * static_cast<size_t>(t.element_size());
-}
-
-// Copies `from` back into `to` after the operation when `from` is a staging copy.
-std::function<void()> copy_back_if_staged(const at::Tensor& to, const at::Tensor& from) {
-  if (to.data_ptr() == from.data_ptr() && to.is_contiguous()) return nullptr;
-  return [to, from]() mutable { to.copy_(from); };
-}
-
-bool overlaps(const at::Tensor& a, const at::Tensor& b) {
-  const auto* pa = static_cast<const char*>(a.data_ptr());
-  const auto* pb = static_cast<const char*>(b.data_ptr());
-  return pa < pb + byte_size(b) && pb < pa + byte_size(a);
-}
 
 // How a torch reduction runs in hoop: the element type, the operator, and how many hoop
 // elements make one torch element (2 for complex numbers, reduced as pairs of reals).
@@ -136,17 +95,9 @@ void without_gil(F&& f) {
   }
 }
 
-hoop::OpOptions op_options(std::chrono::milliseconds timeout) {
-  hoop::OpOptions o;
-  if (timeout != c10d::kUnsetTimeout) o.timeout = timeout;
-  return o;
-}
-
-void check_same_type(const at::Tensor& a, const at::Tensor& b, int rank, const char* op) {
-  if (a.scalar_type() != b.scalar_type()) {
-    refuse(rank, op, "tensors mix dtypes " + dtype_name(a.scalar_type()) + " and " +
-                         dtype_name(b.scalar_type()));
-  }
+// torch's tags are the non-negative ints; hoop's kAnyTag (-1) would match any message.
+void check_tag(int tag, int rank, const char* op) {
+  if (tag < 0) refuse(rank, op, "tag " + std::to_string(tag) + " is negative");
 }
 
 }  // namespace
@@ -163,28 +114,60 @@ HoopWork::HoopWork(int rank, c10d::OpType type, const char* profiling_title,
       copy_out_(std::move(copy_out)),
       future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
 
-void HoopWork::complete() {
-  {
-    std::lock_guard lk(complete_mu_);
-    if (completing_) return;  // another thread finishes it; waiters wait on the Work itself
-    completing_ = true;
-  }
-  std::exception_ptr error;
+bool HoopWork::claim() {
+  std::lock_guard lk(complete_mu_);
+  if (claimed_) return false;
+  claimed_ = true;
+  return true;
+}
+
+void HoopWork::settle() {
   try {
     hoop_work_.wait();
+    if (expected_bytes_ && hoop_work_.status().count != *expected_bytes_) {
+      const hoop::RecvStatus got = hoop_work_.status();
+      throw hoop::Error(hoop::ErrorCode::mismatch,
+                        "received " + std::to_string(got.count) + " bytes from rank " +
+                            std::to_string(got.source) + " into a tensor of " +
+                            std::to_string(*expected_bytes_),
+                        hoop::ErrorContext{rank_, "recv", hoop_work_.seq(), got.source});
+    }
     if (copy_out_) copy_out_();
+  } catch (const hoop::Error& e) {
+    // Names the knob for torch's users (and reads as torch's backends do: "... timeout ...").
+    error_ = e.code() != hoop::ErrorCode::timeout
+                 ? std::current_exception()
+                 : std::make_exception_ptr(hoop::Error(
+                       e.code(),
+                       e.detail() + "; the wait timeout (the process group's timeout, or "
+                                    "HOOP_TIMEOUT) expired",
+                       e.context()));
   } catch (...) {
-    error = std::current_exception();
+    error_ = std::current_exception();
   }
   copy_out_ = nullptr;
   keep_alive_.clear();
+}
+
+void HoopWork::publish() {
   // The future first: a caller that returns from wait() may read it at once.
-  if (error) {
-    future_->setError(error);
+  if (error_) {
+    future_->setError(error_);
   } else {
     future_->markCompleted(c10::IValue(outputs_));
   }
-  finish(error);
+  finish(error_);
+}
+
+void HoopWork::complete() {
+  if (!claim()) return;  // another thread completes it; waiters wait on the Work itself
+  settle();
+  publish();
+}
+
+int HoopWork::sourceRank() const {
+  if (!expected_bytes_) return c10d::Work::sourceRank();  // throws: not a receive
+  return hoop_work_.status().source;
 }
 
 bool HoopWork::isCompleted() {
@@ -224,7 +207,7 @@ ProcessGroupHoop::ProcessGroupHoop(const c10::intrusive_ptr<c10d::Store>& store,
   params.store = std::make_shared<C10dStoreAdapter>(store, rank);
   hoop::CommOptions opts;
   // init_process_group's timeout bounds every wait, unless HOOP_TIMEOUT says otherwise.
-  if (std::getenv("HOOP_TIMEOUT") == nullptr) opts.timeout = timeout;
+  opts.fallback_timeout = timeout;
   comm_ = hoop::Communicator::create(params, opts);
   completer_ = std::thread([this] { completion_loop(); });
   init();
@@ -242,13 +225,18 @@ ProcessGroupHoop::~ProcessGroupHoop() {
     stop_ = true;
   }
   cv_.notify_all();
-  // Python drops the last reference to a group holding the GIL.
-  without_gil([&] { completer_.join(); });  // finishes every pending work first
+  // Python drops the last reference to a group holding the GIL. The completion thread settles
+  // every pending work first; the callback threads then publish them. Only the completion
+  // thread starts callback threads, so once it has ended their list is final.
+  without_gil([&] {
+    completer_.join();
+    for (auto& t : callback_threads_) t.join();
+  });
 }
 
 bool ProcessGroupHoop::drain(std::chrono::milliseconds limit) {
   std::unique_lock lk(mu_);
-  return cv_.wait_for(lk, limit, [&] { return pending_.empty() && !busy_; });
+  return drained_cv_.wait_for(lk, limit, [&] { return all_released(); });
 }
 
 void drain_all_process_groups(std::chrono::milliseconds limit) {
@@ -271,24 +259,61 @@ void ProcessGroupHoop::completion_loop() {
   std::unique_lock lk(mu_);
   for (;;) {
     cv_.wait(lk, [&] { return stop_ || !pending_.empty(); });
-    if (pending_.empty()) return;
+    if (pending_.empty()) break;
     auto work = std::move(pending_.front());
     pending_.pop_front();
-    busy_ = true;
+    ++in_hand_;
     lk.unlock();
     // hoop runs a communicator's operations in issue order, so waiting in that order never
     // holds back a finished one for long.
-    work->complete();
+    const bool mine = work->claim();
+    if (mine) {
+      work->settle();
+    } else {
+      work.reset();  // the thread that claimed it completes it
+    }
+    lk.lock();
+    if (mine) {
+      settled_.push_back(std::move(work));
+      if (settled_.size() > static_cast<size_t>(idle_callback_threads_)) {
+        ++idle_callback_threads_;  // idle from its start: it waits for settled_ first
+        callback_threads_.emplace_back([this] { callback_loop(); });
+      } else {
+        callback_cv_.notify_one();
+      }
+    }
+    --in_hand_;
+    if (all_released()) drained_cv_.notify_all();
+  }
+  settling_done_ = true;
+  callback_cv_.notify_all();
+}
+
+void ProcessGroupHoop::callback_loop() {
+  std::unique_lock lk(mu_);
+  for (;;) {
+    callback_cv_.wait(lk, [&] { return settling_done_ || !settled_.empty(); });
+    --idle_callback_threads_;
+    if (settled_.empty()) return;
+    auto work = std::move(settled_.front());
+    settled_.pop_front();
+    ++in_hand_;
+    lk.unlock();
+    work->publish();
     work.reset();
     lk.lock();
-    busy_ = false;
-    if (pending_.empty()) cv_.notify_all();  // drain()
+    --in_hand_;
+    ++idle_callback_threads_;
+    if (all_released()) drained_cv_.notify_all();
   }
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoop::allreduce(std::vector<at::Tensor>& tensors,
                                                            const c10d::AllreduceOptions& opts) {
   const char* op = "allreduce";
+  if (tensors.size() == 1 && tensors[0].defined() && tensors[0].layout() == at::kSparse) {
+    return sparse_allreduce(tensors[0], opts);
+  }
   const at::Tensor& t = single_tensor(tensors, rank_, op);
   const Reduction r = reduction_for(t.scalar_type(), opts.reduceOp, rank_, op);
   at::Tensor buf = dense(t);
@@ -485,25 +510,33 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoop::send(std::vector<at::Tensor>& t
                                                       int tag) {
   const char* op = "send";
   const at::Tensor& t = single_tensor(tensors, rank_, op);
-  // hoop matches the k-th send to a peer with that peer's k-th receive; tags would promise
-  // a different matching.
-  if (tag != 0) refuse(rank_, op, "tag " + std::to_string(tag) + " given; hoop matches messages in order and supports tag 0 only");
+  check_tag(tag, rank_, op);
   at::Tensor buf = dense(t);
   auto work = c10::make_intrusive<HoopWork>(rank_, c10d::OpType::SEND, "hoop:send", tensors,
                                             std::vector<at::Tensor>{buf}, nullptr);
-  work->attach(comm_->send_async(buf.data_ptr(), byte_size(buf), hoop::DataType::u8, dst));
+  work->attach(comm_->send_async(buf.data_ptr(), byte_size(buf), hoop::DataType::u8, dst, tag));
   return track(std::move(work));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoop::recv(std::vector<at::Tensor>& tensors, int src,
                                                       int tag) {
-  const char* op = "recv";
+  return receive(tensors, src, tag, c10d::OpType::RECV, "recv");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHoop::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                               int tag) {
+  return receive(tensors, hoop::kAnySource, tag, c10d::OpType::RECVANYSOURCE, "recvAnysource");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHoop::receive(std::vector<at::Tensor>& tensors, int src,
+                                                         int tag, c10d::OpType type, const char* op) {
   const at::Tensor& t = single_tensor(tensors, rank_, op);
-  if (tag != 0) refuse(rank_, op, "tag " + std::to_string(tag) + " given; hoop matches messages in order and supports tag 0 only");
+  check_tag(tag, rank_, op);
   at::Tensor buf = dense(t);
-  auto work = c10::make_intrusive<HoopWork>(rank_, c10d::OpType::RECV, "hoop:recv", tensors,
+  auto work = c10::make_intrusive<HoopWork>(rank_, type, "hoop:recv", tensors,
                                             std::vector<at::Tensor>{buf}, copy_back_if_staged(t, buf));
-  work->attach(comm_->recv_async(buf.data_ptr(), byte_size(buf), hoop::DataType::u8, src));
+  work->expect_received(byte_size(buf));
+  work->attach(comm_->recv_async(buf.data_ptr(), byte_size(buf), hoop::DataType::u8, src, tag));
   return track(std::move(work));
 }
 

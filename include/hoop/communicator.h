@@ -1,8 +1,8 @@
 // A communicator: a group of ranks that run collectives together.
 //
-// Operations run in the order they are issued on each communicator, by a progress engine;
-// the blocking calls return when this rank's part is done, the *_async ones return a Work
-// handle at once. Several communicators may be used at the same time (from different threads).
+// Collectives run in the order they are issued on each communicator, by a progress engine
+// (point-to-point calls progress on their own, see below); the blocking calls return when this
+// rank's part is done, the *_async ones return a Work handle at once. Several communicators may be used at the same time (from different threads).
 // Buffer conventions follow NCCL: ReduceScatter in place reads recv == send + rank*recvcount;
 // AllGather in place has send == recv + rank*sendcount.
 #pragma once
@@ -12,10 +12,12 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "hoop/error.h"
+#include "hoop/export.h"
 #include "hoop/store.h"
 #include "hoop/types.h"
 
@@ -24,12 +26,16 @@ namespace hoop {
 namespace detail {
 class WorkState;
 class CommImpl;
+struct CommAccess;
 }  // namespace detail
 
 struct CommOptions {
   // Stall timeout of every wait: an operation fails when it makes no progress for this long.
-  // Default: HOOP_TIMEOUT (seconds) or 300 s.
+  // Default: HOOP_TIMEOUT (seconds), else `fallback_timeout`, else 300 s.
   std::optional<std::chrono::milliseconds> timeout;
+  // The timeout of the framework hoop runs under (torch's init_process_group(timeout=...)):
+  // it applies when neither `timeout` nor HOOP_TIMEOUT is given.
+  std::optional<std::chrono::milliseconds> fallback_timeout;
   // "auto" (shared memory between ranks of one host, TCP between hosts), "shm" or "tcp".
   // Default: HOOP_TRANSPORT or "auto".
   std::optional<std::string> transport;
@@ -42,8 +48,21 @@ struct OpOptions {
   std::string algo;
 };
 
+// Point-to-point matching, as MPI: a receive names a source rank or kAnySource and a tag or
+// kAnyTag; messages from one sender with one tag are received in the order they were sent.
+inline constexpr int kAnySource = -1;
+inline constexpr int kAnyTag = -1;
+
+// What a completed receive got: who sent it, with which tag, how many elements (at most the
+// receive's count).
+struct RecvStatus {
+  int source = -1;
+  int tag = 0;
+  size_t count = 0;
+};
+
 // Handle of an asynchronous operation.
-class Work {
+class HOOP_API Work {
  public:
   Work() = default;
   explicit Work(std::shared_ptr<detail::WorkState> state);
@@ -57,6 +76,9 @@ class Work {
   bool wait_for(std::chrono::milliseconds limit);
   uint64_t seq() const;
   bool valid() const { return state_ != nullptr; }
+  // For a finished receive: its source, tag and element count (throws invalid_argument for
+  // other operations or one still running).
+  RecvStatus status() const;
 
  private:
   std::shared_ptr<detail::WorkState> state_;
@@ -86,7 +108,24 @@ struct InitParams {
   std::string job_id;            // empty: agreed through the store
 };
 
-class Communicator {
+class Communicator;
+
+// RAII group: group_start() now, group_end() at end() or, if end() was not called, in the
+// destructor (where an error is kept in the group's handles instead of thrown).
+class HOOP_API GroupScope {
+ public:
+  explicit GroupScope(Communicator& c);
+  ~GroupScope();
+  GroupScope(const GroupScope&) = delete;
+  GroupScope& operator=(const GroupScope&) = delete;
+  void end();
+
+ private:
+  Communicator& comm_;
+  bool ended_ = false;
+};
+
+class HOOP_API Communicator {
  public:
   // Collective over all ranks of InitParams.
   static std::shared_ptr<Communicator> create(const InitParams& params, CommOptions opts = {});
@@ -118,8 +157,69 @@ class Communicator {
   void reduce(const void* send, void* recv, size_t count, DataType dt, RedOp op, int root,
               const OpOptions& o = {});
   void barrier(const OpOptions& o = {});
+
+  // AllToAll: block j of rank r's send (count elements at send + j*count) lands at
+  // recv + r*count on rank j. In place when send == recv.
+  void alltoall(const void* send, void* recv, size_t count, DataType dt, const OpOptions& o = {});
+  // AllToAllv (MPI_Alltoallv): sendcounts[j] elements at send + sdispls[j] go to rank j, which
+  // receives them at its recv + rdispls[r] (recvcounts[r] elements, which must equal
+  // sendcounts[j] of the sender: a difference is a mismatch error naming both sizes). Counts may
+  // be zero; empty displacements mean packed blocks in rank order. No in-place form: send and
+  // recv must not overlap.
+  void alltoallv(const void* send, std::span<const size_t> sendcounts, std::span<const size_t> sdispls,
+                 void* recv, std::span<const size_t> recvcounts, std::span<const size_t> rdispls,
+                 DataType dt, const OpOptions& o = {});
+  // Gather: rank j's count elements land at recv + j*count on the root (recv is read on the
+  // root only; in place when the root's send == recv + root*count).
+  void gather(const void* send, void* recv, size_t count, DataType dt, int root,
+              const OpOptions& o = {});
+  // Gatherv: rank j's sendcount elements land at the root's recv + displs[j]; recvcounts (and
+  // displs; empty: packed) are read on the root only and recvcounts[j] must equal j's sendcount
+  // (else a mismatch error). In place when the root's send == recv + displs[root].
+  void gatherv(const void* send, size_t sendcount, void* recv, std::span<const size_t> recvcounts,
+               std::span<const size_t> displs, DataType dt, int root, const OpOptions& o = {});
+  // Scatter: block j of the root's send (count elements at send + j*count) lands in rank j's recv
+  // (send is read on the root only; in place when the root's recv == send + root*count).
+  void scatter(const void* send, void* recv, size_t count, DataType dt, int root,
+               const OpOptions& o = {});
+  // Scatterv: sendcounts[j] elements at the root's send + displs[j] land in rank j's recv
+  // (recvcount elements, which must equal sendcounts[j], else a mismatch error); sendcounts and
+  // displs (empty: packed) are read on the root only. In place when the root's
+  // recv == send + displs[root].
+  void scatterv(const void* send, std::span<const size_t> sendcounts, std::span<const size_t> displs,
+                void* recv, size_t recvcount, DataType dt, int root, const OpOptions& o = {});
+  // AllGatherv: rank j's counts[j] elements land at recv + displs[j] on every rank (empty
+  // displs: packed in rank order; in place when send == recv + displs[rank]).
+  void allgatherv(const void* send, void* recv, std::span<const size_t> counts,
+                  std::span<const size_t> displs, DataType dt, const OpOptions& o = {});
+  // ReduceScatterv: send holds sum(recvcounts) elements, blocks packed in rank order; rank r gets
+  // the reduction of block r (recvcounts[r] elements) in recv. In place when
+  // recv == send + (recvcounts[0] + ... + recvcounts[r-1]).
+  void reducescatterv(const void* send, void* recv, std::span<const size_t> recvcounts, DataType dt,
+                      RedOp op, const OpOptions& o = {});
+
+  // --- point-to-point ---
+  // Sends and receives with any peers progress concurrently with each other (not in issue
+  // order), on links of their own, so an irecv posted before the matching isend, around a ring,
+  // completes. A send completes once its data is buffered (by the link, or by the receiver
+  // when no receive matches yet) or delivered. A message longer than the receive's count is a
+  // mismatch error naming both sizes; a shorter one is received (see RecvStatus::count).
+  // Without a tag, the tag is 0.
   void send(const void* buf, size_t count, DataType dt, int peer, const OpOptions& o = {});
-  void recv(void* buf, size_t count, DataType dt, int peer, const OpOptions& o = {});
+  void send(const void* buf, size_t count, DataType dt, int peer, int tag, const OpOptions& o = {});
+  RecvStatus recv(void* buf, size_t count, DataType dt, int peer, const OpOptions& o = {});
+  // peer may be kAnySource, tag kAnyTag.
+  RecvStatus recv(void* buf, size_t count, DataType dt, int peer, int tag, const OpOptions& o = {});
+
+  // Group calls (NCCL's ncclGroupStart/End): the point-to-point calls issued between
+  // group_start() and group_end() on this thread form one operation whose sends and receives
+  // progress together; blocking calls inside a group return at once (a recv then returns its
+  // own peer, tag and count: the *_async forms' handles give the real status), and group_end()
+  // blocks until every one of them is done (rethrowing the first error). Groups nest; the
+  // outermost group_end() waits for them. group_end_async() returns a handle instead.
+  void group_start();
+  void group_end();
+  Work group_end_async();
 
   // --- the same, asynchronous ---
   Work allreduce_async(const void* send, void* recv, size_t count, DataType dt, RedOp op,
@@ -133,8 +233,28 @@ class Communicator {
   Work reduce_async(const void* send, void* recv, size_t count, DataType dt, RedOp op, int root,
                     const OpOptions& o = {});
   Work barrier_async(const OpOptions& o = {});
+  Work alltoall_async(const void* send, void* recv, size_t count, DataType dt, const OpOptions& o = {});
+  Work alltoallv_async(const void* send, std::span<const size_t> sendcounts,
+                       std::span<const size_t> sdispls, void* recv, std::span<const size_t> recvcounts,
+                       std::span<const size_t> rdispls, DataType dt, const OpOptions& o = {});
+  Work gather_async(const void* send, void* recv, size_t count, DataType dt, int root,
+                    const OpOptions& o = {});
+  Work gatherv_async(const void* send, size_t sendcount, void* recv, std::span<const size_t> recvcounts,
+                     std::span<const size_t> displs, DataType dt, int root, const OpOptions& o = {});
+  Work scatter_async(const void* send, void* recv, size_t count, DataType dt, int root,
+                     const OpOptions& o = {});
+  Work scatterv_async(const void* send, std::span<const size_t> sendcounts,
+                      std::span<const size_t> displs, void* recv, size_t recvcount, DataType dt,
+                      int root, const OpOptions& o = {});
+  Work allgatherv_async(const void* send, void* recv, std::span<const size_t> counts,
+                        std::span<const size_t> displs, DataType dt, const OpOptions& o = {});
+  Work reducescatterv_async(const void* send, void* recv, std::span<const size_t> recvcounts,
+                            DataType dt, RedOp op, const OpOptions& o = {});
   Work send_async(const void* buf, size_t count, DataType dt, int peer, const OpOptions& o = {});
+  Work send_async(const void* buf, size_t count, DataType dt, int peer, int tag,
+                  const OpOptions& o = {});
   Work recv_async(void* buf, size_t count, DataType dt, int peer, const OpOptions& o = {});
+  Work recv_async(void* buf, size_t count, DataType dt, int peer, int tag, const OpOptions& o = {});
 
   // Collective: ranks with the same color form a new communicator, ordered by (key, rank).
   // A negative color takes no part and gets nullptr.
@@ -155,9 +275,9 @@ class Communicator {
   std::string last_algorithm() const;
 
   explicit Communicator(std::unique_ptr<detail::CommImpl> impl);
-  detail::CommImpl& impl() { return *impl_; }
 
  private:
+  friend struct detail::CommAccess;  // hoop's own code and tools reach the inside through it
   std::unique_ptr<detail::CommImpl> impl_;
 };
 

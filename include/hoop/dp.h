@@ -26,6 +26,12 @@
 // [r*ceil(n/N), (r+1)*ceil(n/N)). A rank's shard is the concatenation of its slices in bucket
 // order, so the owner of an element never depends on bucket sizes or stage: stages 1, 2 and 3
 // reduce every element in the same order and give bit-identical results.
+//
+// Communication hooks (as DDP's register_comm_hook): a CommHook replaces the averaging of each
+// gradient bucket (AllReduce at stage 0, ReduceScatter at stages 1 and 2) by its own exchange,
+// e.g. gradients compressed on the wire. DpConfig::compress selects a built-in hook ("none",
+// "bf16", "fp16", "powersgd:4", "onebit"); register_comm_hook() installs any other. Hooks run
+// on the engine's hook thread, bucket after bucket in bucket order, while backward goes on.
 #pragma once
 
 #include <cstddef>
@@ -35,6 +41,7 @@
 #include <vector>
 
 #include "hoop/communicator.h"
+#include "hoop/export.h"
 
 namespace hoop::dp {
 
@@ -63,6 +70,14 @@ struct DpConfig {
   size_t bucket_bytes = size_t{25} << 20;
   bool prefetch = true;  // stage 3: gather layer l+1 (forward) / l-1 (backward) ahead
   OpOptions op_options;  // for every collective (e.g. algo = "ring")
+  // Gradient communication hook: "none" (AllReduce / ReduceScatter of the gradients as they
+  // are), "bf16" / "fp16" (16 bits on the wire, f32 sums rounded once), "powersgd[:r][:warmup=K]"
+  // (rank-r PowerSGD with error feedback, r = 4 by default, stage 0), "onebit[:warmup=K]
+  // [:chunk=C]" (signs and a scale per chunk of C elements, error feedback, stage 0; with
+  // Adam and K > 0, 1-bit Adam: the momentum compressed, the variance frozen after K steps).
+  // K = 10 and C = 256 by default.
+  // Checked at construction (and against the parameters' shapes at finalize()).
+  std::string compress = "none";
 };
 
 enum class Phase : uint8_t { forward, backward };
@@ -88,10 +103,10 @@ struct MemoryReport {
 struct StateBytes {
   double params = 4, grads = 4, optimizer = 8;
 };
-StateBytes state_bytes(Precision p, const OptimizerConfig& opt);
+HOOP_API StateBytes state_bytes(Precision p, const OptimizerConfig& opt);
 // The ZeRO paper's model-state bytes per rank for `psi` parameters on `ranks` ranks:
 // stage 0 (P+G+K)psi, 1 (P+G)psi + K psi/N, 2 P psi + (G+K) psi/N, 3 (P+G+K) psi/N.
-double model_state_bytes_formula(int stage, double psi, int ranks, const StateBytes& b);
+HOOP_API double model_state_bytes_formula(int stage, double psi, int ranks, const StateBytes& b);
 
 // One collective as seen by the step timer.
 struct CommTiming {
@@ -107,11 +122,89 @@ struct BucketInfo {
   size_t bytes = 0;          // gradient bytes (unpadded)
 };
 
+// ---------------------------------------------------------------- communication hooks
+
+// A parameter tensor inside a gradient bucket.
+struct BucketTensor {
+  int tensor = 0;             // registration index
+  std::string name;
+  std::vector<size_t> shape;  // as registered: {n} for a vector, {rows, cols} for a matrix
+  size_t offset = 0;          // of its first element in the bucket
+  size_t numel = 0;
+};
+
+// Stage 0: a bucket's gradients, its tensors back to back; the hook replaces them with their
+// average over the ranks, the same bits on every rank.
+struct GradBucket {
+  int index = 0;
+  void* data = nullptr;
+  DataType dtype = DataType::f32;  // f32, or bf16 in mixed precision
+  size_t numel = 0;
+  std::vector<BucketTensor> tensors;
+};
+
+// Stages 1 and 2: a bucket as N segments of `seg` elements (segment q: rank q's slices of the
+// bucket's tensors, zero-padded); the hook writes the average of segment `rank` into `shard`.
+struct ShardedGradBucket {
+  int index = 0;
+  const void* segments = nullptr;
+  void* shard = nullptr;
+  DataType dtype = DataType::f32;
+  size_t seg = 0;
+};
+
+struct CommHookContext {
+  Communicator* comm = nullptr;  // null: one process (the hook averages over one rank)
+  int rank = 0;
+  int size = 1;
+  uint64_t step = 0;  // steps completed before this backward (0 in the first step)
+  OpOptions op_options;
+  const OptimizerConfig* optimizer = nullptr;  // the optimizer that applies the result (null: unknown)
+};
+
+// One array of a hook's state, saved by DataParallel::save() and restored by load().
+// `replicated`: the same on every rank (e.g. PowerSGD's Q), so it also loads on another rank
+// count; otherwise it is this rank's own (error feedback) and restarts at zero there.
+struct CommHookState {
+  std::string name;
+  std::vector<float>* values = nullptr;
+  bool replicated = false;
+};
+
+class HOOP_API CommHook {
+ public:
+  virtual ~CommHook() = default;
+  virtual std::string name() const = 0;
+  // Whether the hook can serve this ZeRO stage (stage 0: allreduce(); 1, 2: reducescatter()).
+  virtual bool supports_stage(int stage) const { return stage == 0; }
+  // Once, from finalize(), with every bucket's layout (data pointers null): checks the shapes
+  // (throwing hoop::Error{invalid_argument}) and allocates state.
+  virtual void setup(const CommHookContext& ctx, const std::vector<GradBucket>& buckets) = 0;
+  // Runs on the hook thread; may call any collective on ctx.comm (every rank runs the same
+  // hooks on the same buckets in the same order). Blocking calls are fine: backward goes on
+  // in the trainer's thread meanwhile.
+  virtual void allreduce(const CommHookContext& ctx, GradBucket& bucket) = 0;
+  virtual void reducescatter(const CommHookContext& ctx, ShardedGradBucket& bucket);
+  virtual std::vector<CommHookState> state() { return {}; }
+  // Bytes sent on communicators of the hook's own (split from ctx.comm at setup).
+  virtual uint64_t bytes_sent() const { return 0; }
+  // Adam at stage 0 only; 0: never. K > 0: from step K on (CommHookContext::step >= K),
+  // allreduce() leaves in the bucket Adam's step direction m^ / (sqrt(v^) + eps), computed from
+  // moments the hook keeps (the same on every rank), instead of averaged gradients; step()
+  // applies param -= lr * direction and leaves the optimizer's moments as they were (1-bit
+  // Adam's frozen variance).
+  virtual uint64_t variance_frozen_at() const { return 0; }
+};
+
+// The built-in hook for a DpConfig::compress string; nullptr for "none". Throws
+// hoop::Error{invalid_argument} for an unknown name or bad options.
+HOOP_API std::shared_ptr<CommHook> make_comm_hook(const std::string& spec);
+
 namespace detail {
 class DataParallelImpl;
 }
 
-class DataParallel {
+class HOOP_API DataParallel {
  public:
   // `comm` may be null: one process, no collectives (the reference for tests).
   DataParallel(std::shared_ptr<Communicator> comm, DpConfig config);
@@ -122,6 +215,12 @@ class DataParallel {
   // Tensors of one layer must be registered together; layers in increasing order.
   // `initial` (numel f32 values) is read on rank 0 (broadcast to the others at finalize()).
   int register_param(const std::string& name, size_t numel, int layer, const float* initial);
+  // The same with a shape ({rows, cols} for a matrix: what PowerSGD compresses).
+  int register_param(const std::string& name, const std::vector<size_t>& shape, int layer,
+                     const float* initial);
+  // Replaces the hook chosen by DpConfig::compress; before finalize(). Refused (invalid_argument)
+  // when the hook does not support the stage.
+  void register_comm_hook(std::shared_ptr<CommHook> hook);
   void finalize();
 
   // f32 view of the layer's parameters (its tensors back to back, registration order), valid
@@ -158,6 +257,9 @@ class DataParallel {
   double model_state_formula_bytes() const;
   // Timing of the last completed step's collectives.
   CommTiming last_step_comm() const;
+  // Payload bytes this rank sent so far: the communicator's stats() plus the hook's own
+  // communicators (0 without a communicator).
+  uint64_t bytes_sent() const;
 
  private:
   std::unique_ptr<detail::DataParallelImpl> impl_;

@@ -7,9 +7,11 @@
 #include <stdexcept>
 #include <string>
 
+#include "hoop/export.h"
+
 namespace hoop {
 
-enum class ErrorCode {
+enum class HOOP_API ErrorCode {
   invalid_argument,  // bad buffer, count, root, dtype... refused before anything is sent
   timeout,           // a wait exceeded its timeout
   peer_failure,      // a peer died, closed its connection or reported its own failure
@@ -21,7 +23,7 @@ enum class ErrorCode {
   internal,
 };
 
-std::string_view to_string(ErrorCode code) noexcept;
+HOOP_API std::string_view to_string(ErrorCode code) noexcept;
 
 struct ErrorContext {
   int rank = -1;       // the rank that raised the error (-1: unknown)
@@ -30,7 +32,7 @@ struct ErrorContext {
   int peer = -1;       // the peer rank involved (-1: none)
 };
 
-class Error : public std::runtime_error {
+class HOOP_API Error : public std::runtime_error {
  public:
   // The message is prefixed with the context: "hoop rank 1: allreduce #5 (peer 2): <what>".
   Error(ErrorCode code, const std::string& what, ErrorContext ctx = {});

@@ -10,11 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "hoop/export.h"
+
 namespace hoop {
 
 using Bytes = std::vector<uint8_t>;
 
-class Store {
+class HOOP_API Store {
  public:
   virtual ~Store() = default;
 
@@ -44,18 +46,20 @@ class Store {
 };
 
 // Client of a TCP store. Connects with retries and exponential backoff until connect_timeout.
-std::shared_ptr<Store> connect_tcp_store(const std::string& host, uint16_t port,
+HOOP_API std::shared_ptr<Store> connect_tcp_store(const std::string& host, uint16_t port,
                                          std::chrono::milliseconds connect_timeout =
                                              std::chrono::seconds(60));
 
 // A store on a shared filesystem: one file per key under dir.
-std::shared_ptr<Store> open_file_store(const std::string& dir);
+HOOP_API std::shared_ptr<Store> open_file_store(const std::string& dir);
 
 // Keys scoped under a prefix ("prefix/key"), for one communicator of many on one store.
-std::shared_ptr<Store> prefix_store(std::shared_ptr<Store> base, const std::string& prefix);
+HOOP_API std::shared_ptr<Store> prefix_store(std::shared_ptr<Store> base, const std::string& prefix);
 
-// The TCP store server. Serves clients from its own thread until destroyed.
-class TcpStoreServer {
+// The TCP store server. Serves clients from its own thread until destroyed. With HOOP_SECRET
+// set when it starts, it serves only connections that first show that secret's key (clients
+// from connect_tcp_store do when HOOP_SECRET is set for them too).
+class HOOP_API TcpStoreServer {
  public:
   // Binds host:port (port 0 picks a free one); host "" means all interfaces (IPv6 and IPv4).
   explicit TcpStoreServer(const std::string& host = "", uint16_t port = 0);
@@ -68,8 +72,12 @@ class TcpStoreServer {
   uint16_t port() const;
   // Number of connections rejected as malformed (for tests and logs).
   uint64_t rejected_connections() const;
+  // Requests served so far (every command a client sent, its HELLO included), and the CPU time
+  // of the thread serving them: what a job's start-up costs the store.
+  uint64_t requests() const;
+  std::chrono::nanoseconds busy_time() const;
 
-  struct Impl;
+  struct HOOP_LOCAL Impl;
 
  private:
   explicit TcpStoreServer(std::unique_ptr<Impl> impl);

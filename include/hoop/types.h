@@ -7,6 +7,8 @@
 #include <optional>
 #include <string_view>
 
+#include "hoop/export.h"
+
 namespace hoop {
 
 enum class DataType : uint8_t { f32, f64, f16, bf16, i8, u8, i32, u32, i64, u64 };
@@ -22,6 +24,15 @@ enum class OpType : uint8_t {
   barrier,
   send,
   recv,
+  // The rest of the collective set (appended: the values are carried in message headers).
+  alltoall,
+  alltoallv,
+  gather,
+  gatherv,
+  scatter,
+  scatterv,
+  allgatherv,
+  reducescatterv,
 };
 
 inline constexpr std::array kAllDataTypes = {
@@ -31,19 +42,19 @@ inline constexpr std::array kAllRedOps = {RedOp::sum, RedOp::prod, RedOp::min, R
                                           RedOp::avg};
 
 // Size of one element in bytes; 0 for a value outside the enum.
-size_t dtype_size(DataType dt) noexcept;
-bool is_valid(DataType dt) noexcept;
-bool is_valid(RedOp op) noexcept;
-bool is_float(DataType dt) noexcept;  // f32, f64, f16, bf16
+HOOP_API size_t dtype_size(DataType dt) noexcept;
+HOOP_API bool is_valid(DataType dt) noexcept;
+HOOP_API bool is_valid(RedOp op) noexcept;
+HOOP_API bool is_float(DataType dt) noexcept;  // f32, f64, f16, bf16
 
-std::string_view to_string(DataType dt) noexcept;
-std::string_view to_string(RedOp op) noexcept;
-std::string_view to_string(OpType op) noexcept;
+HOOP_API std::string_view to_string(DataType dt) noexcept;
+HOOP_API std::string_view to_string(RedOp op) noexcept;
+HOOP_API std::string_view to_string(OpType op) noexcept;
 
 // Accept the canonical names ("f32", "bf16", ...) and the usual aliases
 // ("float", "float32", "half", "int32", "int", ...).
-std::optional<DataType> parse_dtype(std::string_view name) noexcept;
-std::optional<RedOp> parse_redop(std::string_view name) noexcept;
-std::optional<OpType> parse_optype(std::string_view name) noexcept;
+HOOP_API std::optional<DataType> parse_dtype(std::string_view name) noexcept;
+HOOP_API std::optional<RedOp> parse_redop(std::string_view name) noexcept;
+HOOP_API std::optional<OpType> parse_optype(std::string_view name) noexcept;
 
 }  // namespace hoop

@@ -1,18 +1,24 @@
 #include "bootstrap/env_init.h"
 
-#include <charconv>
 #include <cstdlib>
 #include <optional>
 #include <string_view>
 #include <vector>
 
+#include "core/env.h"
 #include "core/errors.h"
+#include "core/params.h"
 
 namespace hoop::bootstrap {
 
 namespace {
 
 constexpr uint16_t kDefaultStorePort = 29411;
+// A store port derived from the launcher's job number: 20000 + n mod 10000, below Linux's
+// ephemeral ports (32768-60999), so that concurrent jobs on one node (consecutive numbers)
+// get different ports.
+constexpr uint16_t kDerivedPortBase = 20000;
+constexpr uint64_t kDerivedPortSpan = 10000;
 
 // The variables one launcher family sets; nullptr: the family has none.
 struct Family {
@@ -34,22 +40,14 @@ constexpr Family kFamilies[] = {
 
 std::optional<std::string> var(const char* name) {
   if (!name) return std::nullopt;
-  const char* v = std::getenv(name);
-  if (!v || !*v) return std::nullopt;
-  return std::string(v);
+  return params::raw(std::string_view(name));  // checked here, with ErrorCode::init
 }
 
 [[noreturn]] void init_error(const std::string& what) {
   throw_error(ErrorCode::init, what, {.op = "init"});
 }
 
-std::optional<int64_t> parse_int(std::string_view text) {
-  int64_t v = 0;
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, v);
-  if (text.empty() || ec != std::errc() || ptr != end) return std::nullopt;
-  return v;
-}
+using env::parse_int;
 
 // A non-negative integer variable, or nullopt when unset; malformed values are collected.
 std::optional<int> int_var(const char* name, std::vector<std::string>* problems) {
@@ -108,6 +106,27 @@ std::string none_found_message() {
   return what + " or start the program with hoop-run";
 }
 
+// The number of the launcher's job, when it is one: Slurm's job (16 x SLURM_JOB_ID + step,
+// so that the steps of one job differ), Open MPI's (OMPI_MCA_ess_base_jobid). Every rank of
+// the job computes the same.
+std::optional<uint64_t> launcher_job_number(const Family& family) {
+  const std::string_view source = family.source;
+  const auto number = [](const char* name) -> std::optional<uint64_t> {
+    auto text = var(name);
+    if (!text) return std::nullopt;
+    auto v = parse_int(*text);
+    if (!v || *v < 0) return std::nullopt;
+    return static_cast<uint64_t>(*v);
+  };
+  if (source == "slurm") {
+    auto job = number("SLURM_JOB_ID");
+    if (!job) return std::nullopt;
+    return *job * 16 + number("SLURM_STEP_ID").value_or(0) % 16;
+  }
+  if (source == "openmpi") return number("OMPI_MCA_ess_base_jobid");
+  return std::nullopt;
+}
+
 void locate_store(const Family& family, EnvInit* out) {
   if (auto addr = var("HOOP_STORE_ADDR")) {
     parse_store_addr(*addr, &out->store_host, &out->store_port);
@@ -138,9 +157,27 @@ void locate_store(const Family& family, EnvInit* out) {
     const uint16_t p = parse_port(*master_port, "MASTER_PORT");
     if (p == 65535) init_error("MASTER_PORT=65535 leaves no port for the store (MASTER_PORT + 1)");
     out->store_port = static_cast<uint16_t>(p + 1);
+  } else if (auto n = launcher_job_number(family)) {
+    out->store_port = static_cast<uint16_t>(kDerivedPortBase + *n % kDerivedPortSpan);
   } else {
     out->store_port = kDefaultStorePort;
   }
+}
+
+// The job's own id, for hoop's job id (shared-memory names, handshakes) when HOOP_JOB_ID is
+// not set: Slurm's job and step, Open MPI's job (one per mpirun).
+std::string launcher_job_id(const Family& family) {
+  const std::string_view source = family.source;
+  if (source == "slurm") {
+    if (auto job_id = var("SLURM_JOB_ID")) {
+      std::string id = "slurm-" + *job_id;
+      if (auto step = var("SLURM_STEP_ID")) id += "." + *step;
+      return id;
+    }
+  } else if (source == "openmpi") {
+    if (auto job_id = var("OMPI_MCA_ess_base_jobid")) return "ompi-" + *job_id;
+  }
+  return {};
 }
 
 }  // namespace
@@ -186,11 +223,8 @@ EnvInit read_init_env() {
 
   if (auto job = var("HOOP_JOB_ID")) {
     out.job_id = *job;
-  } else if (out.source == "slurm") {
-    if (auto job_id = var("SLURM_JOB_ID")) {
-      out.job_id = "slurm-" + *job_id;
-      if (auto step = var("SLURM_STEP_ID")) out.job_id += "." + *step;
-    }
+  } else {
+    out.job_id = launcher_job_id(*family);
   }
   return out;
 }

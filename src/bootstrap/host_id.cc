@@ -4,6 +4,8 @@
 
 #include <climits>
 #include <cstdlib>
+
+#include "core/params.h"
 #include <fstream>
 #include <string>
 
@@ -47,7 +49,7 @@ std::string hostname() {
 std::string machine_id() { return hostname() + "/" + boot_id(); }
 
 std::string host_id() {
-  if (const char* forced = std::getenv("HOOP_HOST_ID"); forced && *forced) return forced;
+  if (auto forced = params::text(params::Id::host_id)) return *forced;
   // Computed per call: a process that enters another network namespace changes host.
   return hostname() + "/" + boot_id() + "/" + net_namespace();
 }

@@ -78,7 +78,7 @@ void put_bytes(std::vector<uint8_t>* out, const void* data, size_t n) {
 }
 
 bool valid_cmd(uint8_t c) {
-  return c >= static_cast<uint8_t>(StoreCmd::set) && c <= static_cast<uint8_t>(StoreCmd::remove);
+  return c >= static_cast<uint8_t>(StoreCmd::set) && c <= static_cast<uint8_t>(StoreCmd::hello);
 }
 
 bool has_timeout(StoreCmd cmd) { return cmd == StoreCmd::get || cmd == StoreCmd::wait; }
@@ -88,6 +88,7 @@ int expected_values(StoreCmd cmd) {
   switch (cmd) {
     case StoreCmd::set: return 1;
     case StoreCmd::add: return 1;
+    case StoreCmd::hello: return 1;
     case StoreCmd::compare_set: return 2;
     case StoreCmd::wait: return -1;
     case StoreCmd::get:
@@ -138,6 +139,7 @@ std::string_view to_string(StoreCmd cmd) noexcept {
     case StoreCmd::wait: return "wait";
     case StoreCmd::check: return "check";
     case StoreCmd::remove: return "remove";
+    case StoreCmd::hello: return "hello";
   }
   return "unknown";
 }
@@ -160,7 +162,8 @@ ParseStatus parse_store_request(const uint8_t* buf, size_t len, StoreRequest* ou
                          kMaxStoreKey);
     return ParseStatus::malformed;
   }
-  if (cmd == StoreCmd::wait ? key_len != 0 : key_len == 0) {
+  const bool keyless = cmd == StoreCmd::wait || cmd == StoreCmd::hello;
+  if (keyless ? key_len != 0 : key_len == 0) {
     *error = fmt::format("{}: {} key", to_string(cmd), key_len == 0 ? "empty" : "unexpected");
     return ParseStatus::malformed;
   }
@@ -256,6 +259,19 @@ void encode_store_response(const StoreResponse& resp, std::vector<uint8_t>* out)
     put_u32(out, static_cast<uint32_t>(v.size()));
     put_bytes(out, v.data(), v.size());
   }
+}
+
+std::vector<uint8_t> encode_secret_key(uint64_t key) {
+  std::vector<uint8_t> out;
+  put_i64(&out, static_cast<int64_t>(key));
+  return out;
+}
+
+std::optional<uint64_t> parse_secret_key(const std::vector<uint8_t>& value) noexcept {
+  if (value.size() != 8) return std::nullopt;
+  uint64_t key = 0;
+  for (size_t i = 0; i < 8; ++i) key |= static_cast<uint64_t>(value[i]) << (8 * i);
+  return key;
 }
 
 }  // namespace hoop::bootstrap

@@ -12,8 +12,12 @@
 //   WAIT "" [key...] timeout             -> ok [] | timeout []   (the keys travel as values)
 //   CHECK key []                         -> ok ["1" or "0"]
 //   REMOVE key []                        -> ok ["1" if it existed, else "0"]
-// Keys are never empty (WAIT's key field is). A bad request reply (status 2) keeps the
-// connection open: it answers a well-formed request the server cannot apply.
+//   HELLO "" [secret key, u64]           -> ok [] | bad request [why], then closed
+// Keys are never empty (WAIT's and HELLO's key fields are). A bad request reply (status 2)
+// keeps the connection open: it answers a well-formed request the server cannot apply.
+// A server with a secret (HOOP_SECRET) requires HELLO with its key as the first request of
+// every connection; any other request first, or another key, is answered with a bad request
+// and the connection closed.
 #pragma once
 
 #include <cstddef>
@@ -31,7 +35,7 @@ inline constexpr size_t kMaxStoreValue = size_t{64} << 20;
 inline constexpr size_t kMaxStoreValues = 4096;
 
 enum class StoreCmd : uint8_t { set = 1, get = 2, add = 3, compare_set = 4, wait = 5, check = 6,
-                                remove = 7 };
+                                remove = 7, hello = 8 };
 
 struct StoreRequest {
   StoreCmd cmd = StoreCmd::set;
@@ -61,5 +65,10 @@ ParseStatus parse_store_response(const uint8_t* buf, size_t len, StoreResponse* 
 void encode_store_response(const StoreResponse& resp, std::vector<uint8_t>* out);
 
 std::string_view to_string(StoreCmd cmd) noexcept;
+
+// The secret key a HELLO carries, little-endian (FNV-1a of the secret, as in the TCP
+// handshake); parse_secret_key: nullopt unless exactly 8 bytes.
+std::vector<uint8_t> encode_secret_key(uint64_t key);
+std::optional<uint64_t> parse_secret_key(const std::vector<uint8_t>& value) noexcept;
 
 }  // namespace hoop::bootstrap

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "core/socket_address.h"
+#include "bootstrap/job_secret.h"
 #include "bootstrap/store_errors.h"
 #include "bootstrap/store_protocol.h"
 #include "bootstrap/store_values.h"
@@ -155,8 +156,8 @@ class TcpStoreClient final : public bootstrap::TimedStore {
  public:
   TcpStoreClient(std::string host, uint16_t port, milliseconds connect_timeout)
       : host_(std::move(host)), port_(port), connect_timeout_(connect_timeout),
-        where_(join_host_port(host_, port_)) {
-    idle_.push_back(std::make_unique<Connection>(connect_with_retry(host_, port_, connect_timeout_)));
+        where_(join_host_port(host_, port_)), secret_key_(bootstrap::job_secret_key()) {
+    idle_.push_back(open_connection());
   }
 
   void set(const std::string& key, const Bytes& value) override {
@@ -289,7 +290,27 @@ class TcpStoreClient final : public bootstrap::TimedStore {
         return c;
       }
     }
-    return std::make_unique<Connection>(connect_with_retry(host_, port_, connect_timeout_));
+    return open_connection();
+  }
+
+  // A new connection; with HOOP_SECRET it first shows the secret's key (HELLO), which a store
+  // with a secret requires.
+  std::unique_ptr<Connection> open_connection() {
+    auto c = std::make_unique<Connection>(connect_with_retry(host_, port_, connect_timeout_));
+    if (secret_key_ == 0) return c;
+    const TimePoint deadline = Clock::now() + timeout() + kAnswerGrace;
+    send_all(*c, bootstrap::encode_store_request(
+                     request(StoreCmd::hello, "", {bootstrap::encode_secret_key(secret_key_)})),
+             deadline, "store.connect", "");
+    const StoreResponse resp = receive(*c, deadline, "store.connect", "");
+    if (resp.status != StoreStatus::ok) {
+      const std::string why = resp.values.empty()
+                                  ? std::string("status ") + std::to_string(static_cast<int>(resp.status))
+                                  : std::string(resp.values[0].begin(), resp.values[0].end());
+      throw_error(ErrorCode::init, fmt::format("the store at {} refused this client: {}", where_, why),
+                  {.op = "store.connect"});
+    }
+    return c;
   }
 
   void give_back(std::unique_ptr<Connection> c) {
@@ -393,6 +414,7 @@ class TcpStoreClient final : public bootstrap::TimedStore {
   const uint16_t port_;
   const milliseconds connect_timeout_;
   const std::string where_;
+  const uint64_t secret_key_;  // HOOP_SECRET's key, shown on every new connection; 0: none
   std::mutex mu_;
   std::vector<std::unique_ptr<Connection>> idle_;  // guarded by mu_
 };

@@ -6,6 +6,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -18,12 +19,14 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <ctime>
 #include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "core/socket_address.h"
+#include "bootstrap/job_secret.h"
 #include "bootstrap/store_protocol.h"
 #include "bootstrap/store_values.h"
 #include "core/clock.h"
@@ -57,6 +60,7 @@ struct Connection {
   size_t in_start = 0;
   std::vector<uint8_t> out;
   size_t out_start = 0;
+  bool admitted = false;               // sent the server's secret key (or it has none)
   std::optional<StoreRequest> parked;  // a GET or WAIT waiting for its keys
   TimePoint deadline{};
   std::string parked_on;               // the key whose waiter list holds this connection
@@ -158,7 +162,9 @@ struct TcpStoreServer::Impl {
   int epoll_fd = -1;
   int wake_fd = -1;
   uint16_t port = 0;
+  uint64_t secret_key = 0;  // HOOP_SECRET's key when the server started; 0: open to all
   std::atomic<uint64_t> rejected{0};
+  std::atomic<uint64_t> requests{0};  // parsed and admitted, HELLO included
   std::thread thread;
 
   // Owned by the server thread.
@@ -182,6 +188,7 @@ struct TcpStoreServer::Impl {
   bool read_some(Connection& c);
   bool flush(Connection& c);
   void pump(Connection& c);
+  bool admit(Connection& c, const StoreRequest& req);
   void execute(Connection& c, StoreRequest req);
   void send(Connection& c, const StoreResponse& resp);
   std::optional<StoreResponse> answer_if_ready(const StoreRequest& req) const;
@@ -196,7 +203,7 @@ struct TcpStoreServer::Impl {
   Connection* find(uint64_t id);
 };
 
-TcpStoreServer::Impl::Impl(int fd) : listen_fd(fd) {
+TcpStoreServer::Impl::Impl(int fd) : listen_fd(fd), secret_key(bootstrap::job_secret_key()) {
   port = local_port(fd);
   int flags = ::fcntl(fd, F_GETFL);
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0 ||
@@ -421,6 +428,7 @@ void TcpStoreServer::Impl::pump(Connection& c) {
       return;
     }
     c.in_start += consumed;
+    if (!admit(c, req)) return;
     execute(c, std::move(req));
     if (!flush(c)) return;
   }
@@ -455,8 +463,31 @@ std::optional<StoreResponse> TcpStoreServer::Impl::answer_if_ready(const StoreRe
   return reply(StoreStatus::ok);
 }
 
+// With a secret, a connection's first request must be a HELLO with its key: anything else is
+// answered with a bad request and the connection closed (false).
+bool TcpStoreServer::Impl::admit(Connection& c, const StoreRequest& req) {
+  if (c.admitted || secret_key == 0) return true;
+  std::string why;
+  if (req.cmd != StoreCmd::hello) {
+    why = fmt::format("{} before the job's secret (this store requires HOOP_SECRET)",
+                      bootstrap::to_string(req.cmd));
+  } else if (bootstrap::parse_secret_key(req.values[0]) != secret_key) {
+    why = "wrong secret key (HOOP_SECRET differs)";
+  } else {
+    c.admitted = true;
+    return true;
+  }
+  send(c, reply(StoreStatus::bad_request, {bootstrap::to_bytes(why)}));
+  if (flush(c)) reject(c, why);
+  return false;
+}
+
 void TcpStoreServer::Impl::execute(Connection& c, StoreRequest req) {
+  requests.fetch_add(1, std::memory_order_relaxed);
   switch (req.cmd) {
+    case StoreCmd::hello:  // admitted: a server without a secret takes any key
+      send(c, reply(StoreStatus::ok));
+      return;
     case StoreCmd::set: {
       data[req.key] = std::move(req.values[0]);
       send(c, reply(StoreStatus::ok));
@@ -625,6 +656,17 @@ uint16_t TcpStoreServer::port() const { return impl_->port; }
 
 uint64_t TcpStoreServer::rejected_connections() const {
   return impl_->rejected.load(std::memory_order_relaxed);
+}
+
+uint64_t TcpStoreServer::requests() const { return impl_->requests.load(std::memory_order_relaxed); }
+
+std::chrono::nanoseconds TcpStoreServer::busy_time() const {
+  clockid_t cid;
+  timespec ts{};
+  if (::pthread_getcpuclockid(impl_->thread.native_handle(), &cid) != 0 || ::clock_gettime(cid, &ts) != 0) {
+    return std::chrono::nanoseconds{0};
+  }
+  return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
 }
 
 }  // namespace hoop

@@ -5,18 +5,19 @@
 #include <set>
 #include <sstream>
 
-#include "core/env.h"
 #include "core/errors.h"
 #include "core/log.h"
-#include "direct/direct_rule.h"
+#include "core/params.h"
 #include "schedule/schedule.h"
 
 namespace hoop::detail {
 
 namespace {
 
-constexpr OpType kAllOps[] = {OpType::allreduce, OpType::reducescatter, OpType::allgather, OpType::broadcast,
-                              OpType::reduce,    OpType::barrier,       OpType::send,      OpType::recv};
+constexpr OpType kAllOps[] = {OpType::allreduce,  OpType::reducescatter, OpType::allgather, OpType::broadcast,
+                              OpType::reduce,     OpType::barrier,       OpType::send,      OpType::recv,
+                              OpType::alltoall,   OpType::alltoallv,     OpType::gather,    OpType::gatherv,
+                              OpType::scatter,    OpType::scatterv,      OpType::allgatherv, OpType::reducescatterv};
 
 struct AlgoEnv {
   std::string global;
@@ -72,24 +73,13 @@ std::string lookup(const AlgoEnv& env, OpType op) {
 }  // namespace
 
 std::string algorithm_from_env(OpType op) {
-  static const AlgoEnv env = parse(env::get_or("HOOP_ALGO", ""));
+  static const AlgoEnv env = parse(params::text_or(params::Id::algo, ""));
   return lookup(env, op);
 }
 
 std::string algorithm_from_text(const std::string& text, OpType op) { return lookup(parse(text), op); }
 
-std::vector<std::string> fast_path_algorithms(OpType op) {
-  if (direct::supports(op)) return {std::string(direct::kAlgorithmName)};
-  return {};
-}
-
-std::vector<std::string> candidate_algorithms(OpType op) {
-  auto names = schedule::algorithms_for(op);
-  for (auto& f : fast_path_algorithms(op)) {
-    if (std::find(names.begin(), names.end(), f) == names.end()) names.push_back(f);
-  }
-  return names;
-}
+std::vector<std::string> candidate_algorithms(OpType op) { return schedule::algorithms_for(op); }
 
 std::vector<std::string> all_algorithm_names() {
   std::set<std::string> all;
@@ -100,11 +90,11 @@ std::vector<std::string> all_algorithm_names() {
 }
 
 std::optional<int> channels_from_env() {
-  // Clamped to [1, 16] like the communicator's own reading of it.
+  // The registry accepts 1 to 16 only.
   static const std::optional<int> k = []() -> std::optional<int> {
-    const auto v = env::get_int("HOOP_NCHANNELS");
+    const auto v = params::integer_if_set(params::Id::nchannels);
     if (!v) return std::nullopt;
-    return static_cast<int>(std::clamp<int64_t>(*v, 1, 16));
+    return static_cast<int>(*v);
   }();
   return k;
 }

@@ -18,10 +18,8 @@ std::string algorithm_from_env(OpType op);
 // The same for a given text (tests).
 std::string algorithm_from_text(const std::string& text, OpType op);
 
-// Algorithms the communicator runs itself rather than as schedules (transport fast paths such
-// as shm-direct): a fast path that the communicator can execute lists its name here.
-std::vector<std::string> fast_path_algorithms(OpType op);
-// What the tuner chooses among for `op`: the registered schedules, then the fast paths.
+// What the tuner chooses among for `op`: the registered algorithms (schedule::algorithms_for;
+// the tuner prices as not applicable those that cannot run here, schedule::runs_here).
 std::vector<std::string> candidate_algorithms(OpType op);
 // Every registered name, over all collectives, sorted.
 std::vector<std::string> all_algorithm_names();

@@ -1,5 +1,10 @@
 // The communicator's inside: turns a call into (algorithm, schedule, engine run), keeps the
-// issue order with a queue and a progress thread, owns the links to the peers.
+// issue order with a queue and a progress thread, owns the links to the peers. Its members are
+// defined in one file per concern (docs/ARCHITECTURE.md, "The communicator's files"):
+// comm_impl.cc (construction), comm_queue.cc (issue order, progress thread), comm_validate.cc,
+// comm_dispatch.cc (running a collective), comm_half.cc (f16/bf16 staging), comm_tuning.cc
+// (algorithm choice), comm_links.cc, comm_failure.cc (failure propagation, abort),
+// comm_split.cc, comm_stats.cc.
 #pragma once
 
 #include <atomic>
@@ -8,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,6 +33,12 @@ class DirectComm;
 }
 
 namespace hoop::detail {
+
+// The communicator's stall timeout: CommOptions::timeout, else HOOP_TIMEOUT, else
+// CommOptions::fallback_timeout, else HOOP_TIMEOUT's default. Start-up is bounded by it too.
+std::chrono::milliseconds comm_timeout(const CommOptions& opts);
+
+class P2pEngine;
 
 // What every rank publishes about itself at start-up.
 struct PeerInfo {
@@ -57,6 +69,7 @@ struct OpTask {
   OpOptions opts;
   std::shared_ptr<WorkState> work;
   uint64_t seq = 0;
+  int tag = 0;  // send and recv
 };
 
 class CommImpl {
@@ -75,6 +88,10 @@ class CommImpl {
   // Validates (throwing invalid_argument at once), then runs in issue order. A blocking call
   // returns once done, with an empty handle when it ran on the caller's thread.
   Work submit(OpTask task, bool blocking);
+  // Point-to-point (p2p_engine.h): validated, then run by the point-to-point engine.
+  RecvStatus point_to_point(const OpTask& t);
+  Work point_to_point_async(const OpTask& t);
+  P2pEngine& p2p() { return *p2p_; }
   std::shared_ptr<Communicator> split(int color, int key);
   void abort(const std::string& reason);
   bool aborted() const { return abort_flag_.load(); }
@@ -82,9 +99,9 @@ class CommImpl {
   void set_timeout(std::chrono::milliseconds t) { timeout_ms_.store(t.count()); }
   std::chrono::milliseconds timeout() const { return std::chrono::milliseconds(timeout_ms_.load()); }
 
-  // shm-direct can run this call: it implements the collective, every rank of the
-  // communicator is on this host and the transport is not forced to TCP.
-  bool direct_applicable(const OpTask& t) const;
+  // What joins this communicator's ranks, for the registry to say which algorithms run here
+  // (schedule::runs_here): every rank on this host, and shared memory not forbidden.
+  schedule::Reach reach() const;
 
   CommStats stats();
   void reset_stats();
@@ -152,7 +169,7 @@ class CommImpl {
   };
   std::map<ChoiceKey, AlgoChoice> choices_;
   AlgoChoice work_out_algorithm(const OpTask& t);
-  std::exception_ptr failure_;  // set once an operation failed: the communicator is unusable
+  std::optional<Error> failure_;  // set once an operation failed: the communicator is unusable
 
   // Issue order.
   std::mutex mu_;
@@ -160,10 +177,10 @@ class CommImpl {
   std::deque<OpTask> queue_;
   bool busy_ = false;
   bool stop_ = false;
-  uint64_t next_seq_ = 0;               // collectives
-  std::vector<uint64_t> sends_to_;       // point-to-point, per peer
-  std::vector<uint64_t> recvs_from_;
+  uint64_t next_seq_ = 0;
   std::thread worker_;
+
+  std::unique_ptr<P2pEngine> p2p_;  // last: goes first, while what its links name is still there
 };
 
 }  // namespace hoop::detail

@@ -4,18 +4,13 @@
 
 #include "comm/algo_choice.h"
 #include "comm/comm_impl.h"
+#include "comm/link_params.h"
+#include "core/op_traits.h"
 #include "tuner/calibration.h"
 
 namespace hoop::detail {
 
 namespace {
-
-bool is_half_reduction(const OpTask& t) {
-  const bool half = t.dtype == DataType::f16 || t.dtype == DataType::bf16;
-  const bool reducing = t.desc.op == OpType::allreduce || t.desc.op == OpType::reducescatter ||
-                        t.desc.op == OpType::reduce;
-  return half && reducing;
-}
 
 // Call shapes whose choice is remembered; beyond, the memory starts over.
 constexpr size_t kRememberedChoices = 4096;
@@ -25,10 +20,9 @@ constexpr size_t kRememberedChoices = 4096;
 void CommImpl::calibrate(Communicator& self) {
   // Rank 0's partner for each link class: the first rank it reaches over that class.
   tuner::CalibrationPartners partners;
+  const LinkTarget rank0{*job_, comm_id_, 0, peers_, transport_mode_};
   for (int r = 1; r < size(); ++r) {
-    const bool same_host = peers_[static_cast<size_t>(r)].host_id == peers_[0].host_id;
-    const bool shm = transport_mode_ == "shm" || (transport_mode_ == "auto" && same_host);
-    int& slot = shm ? partners.shm : partners.tcp;
+    int& slot = rank0.selected(r).kind == TransportKind::shm ? partners.shm : partners.tcp;
     if (slot < 0) slot = r;
   }
   // Each creation on this store gets its own keys (every rank counts its own creations; all
@@ -50,9 +44,10 @@ void CommImpl::calibrate(Communicator& self) {
 tuner::Tuner& CommImpl::tuner() {
   std::lock_guard lk(tuner_mu_);
   if (!tuner_) {
-    const auto force = transport_mode_ == "shm"   ? tuner::LinkView::Force::shm
-                       : transport_mode_ == "tcp" ? tuner::LinkView::Force::tcp
-                                                  : tuner::LinkView::Force::none;
+    const Transport* forced = forced_transport(transport_mode_);
+    const auto force = !forced                              ? tuner::LinkView::Force::none
+                       : forced->kind == TransportKind::shm ? tuner::LinkView::Force::shm
+                                                            : tuner::LinkView::Force::tcp;
     tuner_ = std::make_unique<tuner::Tuner>(job_->cost_model ? *job_->cost_model : tuner::CostModel{}, topology_,
                                             force);
   }
@@ -60,7 +55,7 @@ tuner::Tuner& CommImpl::tuner() {
 }
 
 CommImpl::AlgoChoice CommImpl::choose_algorithm(const OpTask& t) {
-  const bool rooted = t.desc.op == OpType::broadcast || t.desc.op == OpType::reduce;
+  const bool rooted = has_root(t.desc.op);
   ChoiceKey key{t.desc.op, t.dtype, t.desc.count, rooted ? t.desc.root : -1, t.opts.algo};
   {
     std::lock_guard lk(tuner_mu_);
@@ -78,11 +73,12 @@ CommImpl::AlgoChoice CommImpl::work_out_algorithm(const OpTask& t) {
   std::string name = t.opts.algo.empty() ? algorithm_from_env(t.desc.op) : t.opts.algo;
   if (name == "auto") name.clear();
   const auto candidates = candidate_algorithms(t.desc.op);
-  // Nothing to choose (point-to-point, barrier, a single rank): no pricing.
-  if (size() == 1 || (name.empty() && candidates.size() <= 1)) {
+  // Nothing to choose (point-to-point, barrier, a single rank), or nothing every rank could
+  // price alike (a v-form whose counts each rank knows only for itself): no pricing.
+  if (size() == 1 || has_per_rank_count(t.desc.op) || (name.empty() && candidates.size() <= 1)) {
     return {name.empty() && !candidates.empty() ? candidates.front() : name, forced_channels.value_or(1)};
   }
-  const size_t elem = is_half_reduction(t) ? sizeof(float) : dtype_size(t.dtype);
+  const size_t elem = is_half_reduction(t.dtype, t.desc.op) ? sizeof(float) : dtype_size(t.dtype);
   if (!name.empty()) {
     // Forced algorithm: the tuner still picks its channel count (an unknown name is priced as
     // not applicable and fails when built, with the list of valid names).

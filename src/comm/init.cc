@@ -1,12 +1,17 @@
 // Creating the world communicator: agree on a job id, publish who we are and how to reach us,
-// read everyone else's record.
+// meet the others in the store, then gather everyone's record over the bootstrap ring
+// (bootstrap_ring.h).
 #include <unistd.h>
+
+#include <fmt/ranges.h>
 
 #include <random>
 
 #include "bootstrap/env_init.h"
 #include "bootstrap/host_id.h"
 #include "bootstrap/store_errors.h"
+#include "comm/bootstrap_ring.h"
+#include "comm/comm_access.h"
 #include "comm/comm_impl.h"
 #include "core/errors.h"
 #include "core/log.h"
@@ -36,9 +41,35 @@ std::shared_ptr<transport::TcpListener> listener_for(const std::string& job_id) 
 
 constexpr int kRendezvousAttempts = 3;
 
-// Agrees on the job id, publishes this rank's record and reads everyone's.
-void rendezvous(const InitParams& params, detail::JobContext& job, detail::PeerInfo& me,
-                std::vector<detail::PeerInfo>& peers) {
+std::string peer_key(int rank) { return fmt::format("hoop/c0/peer/{}", rank); }
+
+// The ranks whose record is not in the store (the first few), for the error of a rank that
+// waited for them in vain: a failure path, where reading N keys is fine.
+std::string absent_ranks(Store& store, int size) {
+  constexpr int kNamed = 8;
+  std::vector<int> absent;
+  int more = 0;
+  for (int r = 0; r < size; ++r) {
+    if (store.check(peer_key(r))) continue;
+    if (static_cast<int>(absent.size()) < kNamed) {
+      absent.push_back(r);
+    } else {
+      ++more;
+    }
+  }
+  return fmt::format("rank{} {}{}", absent.size() == 1 ? "" : "s", fmt::join(absent, ", "),
+                     more > 0 ? fmt::format(" and {} more", more) : "");
+}
+
+// What the ranks meet on in the store; the rest of the table travels the bootstrap ring.
+struct Meeting {
+  detail::PeerInfo prev, next;
+};
+
+// Agrees on the job id, publishes this rank's record, waits until every rank has published
+// (one counter and one key: a store that dies meanwhile is an error on every waiting rank) and
+// reads its two ring neighbours' records. O(1) store requests per rank, whatever N is.
+Meeting meet_in_store(const InitParams& params, detail::JobContext& job, detail::PeerInfo& me) {
   if (job.job_id.empty()) {
     // Rank 0 proposes; whatever the store holds first wins.
     const std::string proposal = params.rank == 0 ? random_job_id() : std::string();
@@ -55,12 +86,23 @@ void rendezvous(const InitParams& params, detail::JobContext& job, detail::PeerI
   me.machine_id = bootstrap::machine_id();
   me.pid = static_cast<int>(::getpid());
   me.tcp = job.listener->addresses();
-  job.store->set_string(fmt::format("hoop/c0/peer/{}", params.rank), detail::encode_peer_info(me));
-  peers.reserve(static_cast<size_t>(params.size));
-  for (int r = 0; r < params.size; ++r) {
-    peers.push_back(r == params.rank ? me
-                                     : detail::decode_peer_info(job.store->get_string(fmt::format("hoop/c0/peer/{}", r))));
+  job.store->set_string(peer_key(params.rank), detail::encode_peer_info(me));
+  Meeting m;
+  if (params.size == 1) return m;
+  // A count past N (a rank that repeated its attempt after a broken connection) opens the gate
+  // early; harmless, since a neighbour's record is waited for by its own get.
+  if (job.store->add("hoop/c0/arrived", 1) >= params.size) job.store->set_string("hoop/c0/all_arrived", "1");
+  try {
+    job.store->wait({"hoop/c0/all_arrived"});
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::timeout) throw;
+    throw_error(ErrorCode::timeout, fmt::format("{} (not arrived: {})", e.detail(), absent_ranks(*job.store, params.size)),
+                e.context());
   }
+  const int prev = (params.rank + params.size - 1) % params.size, next = (params.rank + 1) % params.size;
+  m.next = detail::decode_peer_info(job.store->get_string(peer_key(next)));
+  m.prev = prev == next ? m.next : detail::decode_peer_info(job.store->get_string(peer_key(prev)));
+  return m;
 }
 
 }  // namespace
@@ -76,16 +118,18 @@ std::shared_ptr<Communicator> Communicator::create(const InitParams& params, Com
   auto job = std::make_shared<detail::JobContext>();
   job->store = params.store;
   job->job_id = params.job_id;
+  const auto ring_timeout = detail::comm_timeout(opts);  // a bad HOOP_TIMEOUT fails here, before the store
   std::vector<detail::PeerInfo> peers;
   detail::PeerInfo me;
+  const TimePoint start = Clock::now();
+  Meeting meeting;
   try {
-    // Every step of the rendezvous may be repeated: when the store's connection breaks (its
-    // host died or it restarted), try again on a new connection; the client makes it within
-    // its connection retry budget, whose error ends the attempts.
+    // Every step in the store may be repeated: when the store's connection breaks (its host
+    // died or it restarted), try again on a new connection; the client makes it within its
+    // connection retry budget, whose error ends the attempts.
     for (int attempt = 1;; ++attempt) {
       try {
-        peers.clear();
-        rendezvous(params, *job, me, peers);
+        meeting = meet_in_store(params, *job, me);
         break;
       } catch (const bootstrap::StoreConnectionBroken& e) {
         if (attempt >= kRendezvousAttempts) throw;
@@ -99,11 +143,21 @@ std::shared_ptr<Communicator> Communicator::create(const InitParams& params, Com
                 fmt::format("rendezvous through the store failed ({}): {}", to_string(e.code()), e.what()),
                 ctx);
   }
-  HOOP_INFO("rank {} of {} up (job {}, host {}, tcp {})", params.rank, params.size, job->job_id,
-            me.host_id, fmt::join(me.tcp, " "));
+  const TimePoint ring_deadline = Clock::now() + ring_timeout;
+  try {
+    const detail::RingSeat seat{params.rank, params.size, me, meeting.prev, meeting.next};
+    peers = detail::ring_allgather_peers(*job->listener, seat, ring_deadline);
+  } catch (const Error& e) {
+    throw_error(ErrorCode::init,
+                fmt::format("exchanging the peer table over the bootstrap ring failed ({}): {}",
+                            to_string(e.code()), e.detail()),
+                ErrorContext{params.rank, "init", 0, e.peer()});
+  }
+  HOOP_INFO("rank {} of {} up (job {}, host {}, tcp {}) in {:.1f} ms", params.rank, params.size, job->job_id,
+            me.host_id, fmt::join(me.tcp, " "), seconds_between(start, Clock::now()) * 1e3);
   auto comm = std::make_shared<Communicator>(
       std::make_unique<detail::CommImpl>(std::move(job), 0, params.rank, std::move(peers), opts));
-  comm->impl().calibrate(*comm);
+  detail::CommAccess::impl(*comm).calibrate(*comm);
   return comm;
 }
 

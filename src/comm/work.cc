@@ -18,4 +18,14 @@ void Work::wait() { checked(state_).wait(); }
 bool Work::wait_for(std::chrono::milliseconds limit) { return checked(state_).wait_for(limit); }
 uint64_t Work::seq() const { return checked(state_).seq(); }
 
+RecvStatus Work::status() const {
+  const auto [done, status] = checked(state_).status();
+  if (!done) throw_error(ErrorCode::invalid_argument, "Work::status(): the operation is still running");
+  if (!status) {
+    throw_error(ErrorCode::invalid_argument,
+                "Work::status(): the operation is not a receive that completed");
+  }
+  return *status;
+}
+
 }  // namespace hoop

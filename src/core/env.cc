@@ -1,6 +1,7 @@
 #include "core/env.h"
 
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 
@@ -43,6 +44,14 @@ std::optional<std::chrono::milliseconds> get_seconds(const char* name) {
                 fmt::format("environment variable {}='{}' is not a number of seconds", name, *v));
   }
   return std::chrono::milliseconds(static_cast<int64_t>(std::llround(s * 1000.0)));
+}
+
+std::optional<int64_t> parse_int(std::string_view text) {
+  int64_t v = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc() || ptr != end) return std::nullopt;
+  return v;
 }
 
 std::optional<uint64_t> parse_size(const std::string& text) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace hoop::env {
 
@@ -16,6 +17,8 @@ std::optional<int64_t> get_int(const char* name);
 std::optional<std::chrono::milliseconds> get_seconds(const char* name);
 // Sizes such as "64K", "1M", "2G" (powers of 1024) or plain bytes.
 std::optional<uint64_t> get_size(const char* name);
+// Parses a whole decimal integer ("-12"; no spaces, no '+'); nullopt when malformed.
+std::optional<int64_t> parse_int(std::string_view text);
 // Parses "64K"/"1M"/"2G"/"123"; nullopt when malformed.
 std::optional<uint64_t> parse_size(const std::string& text);
 

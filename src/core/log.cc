@@ -8,15 +8,15 @@
 #include <cstring>
 #include <string>
 
+#include "core/params.h"
+
 namespace hoop::log {
 
 namespace {
 std::atomic<int> g_rank{-1};
 
 Level parse_level() {
-  const char* v = std::getenv("HOOP_DEBUG");
-  if (!v || !*v) return Level::warn;
-  std::string s(v);
+  std::string s = *params::text(params::Id::debug);  // a malformed value reads as the default
   for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   if (s == "OFF" || s == "NONE" || s == "0") return Level::off;
   if (s == "INFO" || s == "1") return Level::info;

@@ -60,6 +60,14 @@ std::string_view to_string(OpType op) noexcept {
     case OpType::barrier: return "barrier";
     case OpType::send: return "send";
     case OpType::recv: return "recv";
+    case OpType::alltoall: return "alltoall";
+    case OpType::alltoallv: return "alltoallv";
+    case OpType::gather: return "gather";
+    case OpType::gatherv: return "gatherv";
+    case OpType::scatter: return "scatter";
+    case OpType::scatterv: return "scatterv";
+    case OpType::allgatherv: return "allgatherv";
+    case OpType::reducescatterv: return "reducescatterv";
   }
   return "invalid-optype";
 }
@@ -106,7 +114,7 @@ std::optional<RedOp> parse_redop(std::string_view name) noexcept {
 
 std::optional<OpType> parse_optype(std::string_view name) noexcept {
   const std::string key = lower(name);
-  for (int i = 0; i <= static_cast<int>(OpType::recv); ++i) {
+  for (int i = 0; i <= static_cast<int>(OpType::reducescatterv); ++i) {
     auto op = static_cast<OpType>(i);
     if (key == to_string(op)) return op;
   }

@@ -5,16 +5,12 @@
 
 #include "core/errors.h"
 #include "core/log.h"
+#include "core/op_traits.h"
 #include "kernels/reduce.h"
 
 namespace hoop::direct {
 
 namespace {
-
-bool is_half(DataType dt) { return dt == DataType::f16 || dt == DataType::bf16; }
-bool is_reducing(OpType op) {
-  return op == OpType::allreduce || op == OpType::reducescatter || op == OpType::reduce;
-}
 
 void copy_if_apart(void* dst, const void* src, size_t bytes) {
   if (bytes > 0 && dst != src) std::memmove(dst, src, bytes);
@@ -56,7 +52,7 @@ OpSignature DirectComm::signature(const Call& c) const {
   OpSignature s;
   s.seq = c.seq;
   s.count = c.count;
-  s.root = (c.op == OpType::broadcast || c.op == OpType::reduce) ? c.root : -1;
+  s.root = has_root(c.op) ? c.root : -1;
   s.op = static_cast<uint8_t>(c.op);
   s.dtype = static_cast<uint8_t>(c.dtype);
   s.redop = is_reducing(c.op) ? static_cast<uint8_t>(c.redop) : 0;
@@ -83,7 +79,7 @@ void DirectComm::run(const Call& c, std::chrono::milliseconds timeout) {
   // The caller's call, also when f16/bf16 run as f32: ranks naming f16 and bf16 must differ.
   current_sig_ = signature(c);
   sync_->announce(++ops_, current_sig_);
-  if (is_half(c.dtype) && is_reducing(c.op)) {
+  if (is_half_reduction(c.dtype, c.op)) {
     run_half(c);
   } else {
     run_native(c);

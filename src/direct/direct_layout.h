@@ -49,7 +49,7 @@ struct alignas(kLine) RegionHeader {
   uint64_t cell_bytes;
   uint64_t chunk_bytes;
   uint32_t stages;
-  std::atomic<int32_t> attached;  // ranks that mapped the region; the last one unlinks the name
+  std::atomic<int32_t> attached;  // ranks that mapped the region (a diagnostic)
 };
 
 struct alignas(kLine) PoisonBlock {

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <new>
 #include <thread>
+#include <utility>
 
 #include "core/errors.h"
 #include "core/log.h"
@@ -32,6 +33,7 @@ class Fd {
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
   int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
 
  private:
   int fd_;
@@ -43,21 +45,17 @@ std::byte* map_all(int fd, size_t bytes) {
   return p == MAP_FAILED ? nullptr : static_cast<std::byte*>(p);
 }
 
-// Rank 0: a fresh segment of the requested geometry, initialised and reserved.
-std::byte* create(const RegionParams& p, const std::string& name, size_t* bytes_out,
+// Rank 0: a fresh region of the requested geometry, initialised and reserved, in a memfd. It
+// has no name in /dev/shm: the peers open it through /proc/<pid>/fd/<fd> while rank 0 holds
+// the descriptor, and it is gone with the last mapping, however its processes end.
+std::byte* create(const RegionParams& p, const std::string& name, int* fd_out, size_t* bytes_out,
                   const ErrorContext& ctx) {
   RegionGeometry geo{p.nranks, p.cell_bytes, p.chunk_bytes, p.stages};
   const size_t total = geo.total_bytes();
-  int raw = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-  if (raw < 0 && errno == EEXIST) {
-    // Left by an earlier process of this pid under the same job id: it is ours to replace.
-    ::shm_unlink(name.c_str());
-    raw = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-  }
-  if (raw < 0) throw_system_error(ErrorCode::transport, "shm_open " + name, errno, ctx);
+  const int raw = ::memfd_create(name.c_str(), MFD_CLOEXEC);
+  if (raw < 0) throw_system_error(ErrorCode::transport, "memfd_create " + name, errno, ctx);
   Fd fd(raw);
   const auto fail = [&](const char* what, int err) {
-    ::shm_unlink(name.c_str());
     throw_system_error(ErrorCode::transport,
                        fmt::format("{} of shm-direct region {} ({} bytes)", what, name, total), err, ctx);
   };
@@ -80,6 +78,7 @@ std::byte* create(const RegionParams& p, const std::string& name, size_t* bytes_
   // The remaining control blocks are zero, as ftruncate left them: counters start at 0.
   h->ready.store(kRegionReady, std::memory_order_release);
   *bytes_out = total;
+  *fd_out = fd.release();
   return base;
 }
 
@@ -103,8 +102,12 @@ std::byte* attach(const RegionParams& p, Store& store, TimePoint deadline,
     pause = std::min(pause * 2, std::chrono::microseconds(5000));
   }
   const std::string name = store.get_string(key);
-  const int raw = ::shm_open(name.c_str(), O_RDWR, 0);
-  if (raw < 0) throw_system_error(ErrorCode::transport, "shm_open " + name, errno, ctx);
+  const int raw = ::open(name.c_str(), O_RDWR | O_CLOEXEC);
+  if (raw < 0 && errno == ENOENT)
+    throw_error(ErrorCode::peer_failure,
+                fmt::format("rank 0 exited before this rank opened the shm-direct region ({})", name),
+                ErrorContext{ctx.rank, ctx.op, ctx.seq, 0});
+  if (raw < 0) throw_system_error(ErrorCode::transport, "open " + name, errno, ctx);
   Fd fd(raw);
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) throw_system_error(ErrorCode::transport, "fstat " + name, errno, ctx);
@@ -132,8 +135,8 @@ std::byte* attach(const RegionParams& p, Store& store, TimePoint deadline,
 
 }  // namespace
 
-Region::Region(std::byte* base, size_t bytes, std::string name)
-    : base_(base), bytes_(bytes), name_(std::move(name)) {
+Region::Region(std::byte* base, size_t bytes, std::string name, int fd)
+    : base_(base), bytes_(bytes), name_(std::move(name)), fd_(fd) {
   const auto* h = reinterpret_cast<const RegionHeader*>(base_);
   geo_ = RegionGeometry{h->nranks, h->cell_bytes, h->chunk_bytes, h->stages};
   poison_ = reinterpret_cast<PoisonBlock*>(base_ + RegionGeometry::poison_offset());
@@ -142,35 +145,36 @@ Region::Region(std::byte* base, size_t bytes, std::string name)
   slot_headers_ = reinterpret_cast<SlotHeader*>(base_ + geo_.slot_headers_offset());
 }
 
-Region::~Region() { ::munmap(base_, bytes_); }
+Region::~Region() {
+  ::munmap(base_, bytes_);
+  if (fd_ >= 0) ::close(fd_);
+}
 
 std::unique_ptr<Region> Region::open(const RegionParams& p, Store& store, TimePoint deadline,
                                      const std::atomic<bool>& abort_flag, const ErrorContext& ctx) {
   std::byte* base = nullptr;
   size_t bytes = 0;
   std::string name;
+  int fd = -1;
   if (p.rank == 0) {
-    name = fmt::format("/{}c{:x}-direct-{}", transport::shm_segment_prefix(p.job_id), p.comm_id,
-                       static_cast<int>(::getpid()));
-    base = create(p, name, &bytes, ctx);
+    base = create(p, fmt::format("{}c{:x}-direct", transport::shm_segment_prefix(p.job_id), p.comm_id), &fd,
+                  &bytes, ctx);
+    name = fmt::format("/proc/{}/fd/{}", static_cast<int>(::getpid()), fd);
     try {
       store.set_string(store_key(p.comm_id), name);
     } catch (...) {
       ::munmap(base, bytes);
-      ::shm_unlink(name.c_str());
+      ::close(fd);
       throw;
     }
   } else {
     base = attach(p, store, deadline, abort_flag, &name, &bytes, ctx);
   }
-  std::unique_ptr<Region> region(new Region(base, bytes, name));
+  std::unique_ptr<Region> region(new Region(base, bytes, name, fd));
   auto* h = reinterpret_cast<RegionHeader*>(base);
   region->control(p.rank).pid = static_cast<int32_t>(::getpid());
   region->control(p.rank).cpu.store(-1, std::memory_order_relaxed);
-  if (p.rank != 0 && h->attached.fetch_add(1, std::memory_order_acq_rel) + 1 == p.nranks) {
-    if (::shm_unlink(name.c_str()) != 0 && errno != ENOENT)
-      HOOP_WARN("shm-direct: cannot unlink {}: {}", name, std::strerror(errno));
-  }
+  if (p.rank != 0) h->attached.fetch_add(1, std::memory_order_acq_rel);
   HOOP_TRACE("shm-direct: rank {} mapped {} ({} bytes)", p.rank, name, bytes);
   return region;
 }

@@ -67,11 +67,12 @@ class Region {
   [[noreturn]] void raise_poisoned(const ErrorContext& ctx) const;
 
  private:
-  Region(std::byte* base, size_t bytes, std::string name);
+  Region(std::byte* base, size_t bytes, std::string name, int fd);
 
   std::byte* base_;
   size_t bytes_;
-  std::string name_;
+  std::string name_;  // the path the peers open (/proc/<rank 0's pid>/fd/<fd>)
+  int fd_;            // rank 0: the memfd, held so that the peers can open it; else -1
   RegionGeometry geo_;
   PoisonBlock* poison_;
   RankControl* ranks_;

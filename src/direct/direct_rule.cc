@@ -7,38 +7,24 @@
 #include <sstream>
 #include <string>
 
-#include "core/env.h"
+#include "core/params.h"
 #include "direct/direct_layout.h"
 
 namespace hoop::direct {
-
-bool supports(OpType op) {
-  switch (op) {
-    case OpType::allreduce:
-    case OpType::reducescatter:
-    case OpType::allgather:
-    case OpType::broadcast:
-    case OpType::reduce:
-    case OpType::barrier:
-      return true;
-    default:
-      return false;
-  }
-}
 
 namespace {
 
 Tunables from_env(int nranks) {
   (void)nranks;
   Tunables t{};
-  t.cell_bytes = round_up(std::max<uint64_t>(env::get_size("HOOP_DIRECT_CELL_BYTES").value_or(64 << 10), kPage), kPage);
-  t.small_bytes = std::min<size_t>(env::get_size("HOOP_DIRECT_SMALL_BYTES").value_or(16 << 10), t.cell_bytes);
-  t.chunk_bytes = round_up(std::max<uint64_t>(env::get_size("HOOP_DIRECT_CHUNK_BYTES").value_or(512 << 10), kPage), kPage);
-  t.stages = static_cast<size_t>(std::clamp<int64_t>(env::get_int("HOOP_DIRECT_STAGES").value_or(2), 1, 16));
-  t.single_copy_bytes = env::get_size("HOOP_DIRECT_SINGLE_COPY_BYTES").value_or(1 << 20);
-  t.single_copy_allreduce_bytes = env::get_size("HOOP_DIRECT_SINGLE_COPY_ALLREDUCE_BYTES").value_or(64 << 20);
+  t.cell_bytes = round_up(std::max<uint64_t>(params::bytes(params::Id::direct_cell_bytes), kPage), kPage);
+  t.small_bytes = std::min<size_t>(params::bytes(params::Id::direct_small_bytes), t.cell_bytes);
+  t.chunk_bytes = round_up(std::max<uint64_t>(params::bytes(params::Id::direct_chunk_bytes), kPage), kPage);
+  t.stages = static_cast<size_t>(params::integer(params::Id::direct_stages));
+  t.single_copy_bytes = params::bytes(params::Id::direct_single_copy_bytes);
+  t.single_copy_allreduce_bytes = params::bytes(params::Id::direct_single_copy_allreduce_bytes);
   t.single_copy_part_bytes =
-      round_up(std::max<uint64_t>(env::get_size("HOOP_DIRECT_SINGLE_COPY_PART_BYTES").value_or(1 << 20), kLine), kLine);
+      round_up(std::max<uint64_t>(params::bytes(params::Id::direct_single_copy_part_bytes), kLine), kLine);
   return t;
 }
 

@@ -1,6 +1,5 @@
-// Which collectives shm-direct runs, and its tunables. Whether it runs when nothing is forced
-// is the tuner's choice: it prices shm-direct (tuner/fast_paths.cc) against the schedules
-// wherever every rank of the communicator shares one host.
+// shm-direct's tunables. Which collectives it runs and where is the schedule registry's
+// (schedule::runs_here); whether it runs when nothing is forced is the tuner's choice.
 #pragma once
 
 #include <sys/types.h>
@@ -12,11 +11,6 @@
 #include "hoop/types.h"
 
 namespace hoop::direct {
-
-inline constexpr std::string_view kAlgorithmName = "shm-direct";
-
-// The collectives shm-direct implements.
-bool supports(OpType op);
 
 // Region geometry and path choice, from HOOP_DIRECT_* or the defaults. Every rank of a job must
 // see the same values (like HOOP_SLICE_BYTES).

@@ -3,7 +3,8 @@
 // slice [r*ceil(n/N), min(n, (r+1)*ceil(n/N))) as little-endian f32. Rank 0 writes
 // manifest.json (rank count, step, optimizer, tensors), from which any rank count can find
 // where every element of every state lies, so a checkpoint of N ranks loads on M ranks at
-// any stage.
+// any stage. A communication hook's state (CommHook::state()) goes to hook_<r>.bin, its arrays
+// back to back as f32, listed in the manifest.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -24,6 +25,10 @@ constexpr int kFormatVersion = 1;
 
 std::string rank_file(const std::string& dir, int r) {
   return dir + "/rank_" + std::to_string(r) + ".bin";
+}
+
+std::string hook_file(const std::string& dir, int r) {
+  return dir + "/hook_" + std::to_string(r) + ".bin";
 }
 
 const char* kind_name(OptimizerKind k) {
@@ -139,6 +144,17 @@ void DataParallelImpl::save(const std::string& dir) {
     out.flush();
     if (!out) throw_error(ErrorCode::invalid_argument, "cannot write " + path, ctx("dp.save"));
   }
+  const std::vector<CommHookState> hook_state = hook_ ? hook_->state() : std::vector<CommHookState>{};
+  if (!hook_state.empty()) {
+    const std::string path = hook_file(dir, rank_);
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    for (const CommHookState& a : hook_state) {
+      out.write(reinterpret_cast<const char*>(a.values->data()),
+                static_cast<std::streamsize>(a.values->size() * sizeof(float)));
+    }
+    out.flush();
+    if (!out) throw_error(ErrorCode::invalid_argument, "cannot write " + path, ctx("dp.save"));
+  }
   if (rank_ == 0) {
     nlohmann::json m;
     m["format"] = "hoop-dp-checkpoint";
@@ -158,6 +174,13 @@ void DataParallelImpl::save(const std::string& dir) {
       tensors.push_back({{"name", s.name}, {"numel", s.numel}, {"layer", s.layer}});
     }
     m["tensors"] = tensors;
+    if (!hook_state.empty()) {
+      nlohmann::json arrays = nlohmann::json::array();
+      for (const CommHookState& a : hook_state) {
+        arrays.push_back({{"name", a.name}, {"numel", a.values->size()}, {"replicated", a.replicated}});
+      }
+      m["hook"] = {{"name", hook_->name()}, {"arrays", arrays}};
+    }
     const std::string path = dir + "/manifest.json";
     std::ofstream out(path, std::ios::trunc);
     out << m.dump(1) << "\n";
@@ -224,7 +247,41 @@ void DataParallelImpl::load(const std::string& dir) {
     }
   }
   steps_ = m.at("step").get<uint64_t>();
+  load_hook_state(dir, m, old_ranks);
   if (comm_) comm_->barrier();
+}
+
+// The hook's arrays when the checkpoint holds the same hook's: all of them on the same rank
+// count, the replicated ones (from rank 0's file) on another; the rest start at zero.
+void DataParallelImpl::load_hook_state(const std::string& dir, const nlohmann::json& m,
+                                       int old_ranks) {
+  if (!hook_) return;
+  std::vector<CommHookState> arrays = hook_->state();
+  if (arrays.empty() || !m.contains("hook") || m["hook"].at("name") != hook_->name()) return;
+  const auto& saved = m["hook"].at("arrays");
+  HOOP_CHECK_ARG(saved.size() == arrays.size(), ctx("dp.load"),
+                 "{}: the '{}' hook state has {} arrays, this model's {}", dir, hook_->name(),
+                 saved.size(), arrays.size());
+  const bool same_ranks = old_ranks == nranks_;
+  const std::string path = hook_file(dir, same_ranks ? rank_ : 0);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_error(ErrorCode::invalid_argument, "cannot open " + path, ctx("dp.load"));
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    CommHookState& a = arrays[i];
+    const size_t n = saved[i].at("numel").get<size_t>();
+    HOOP_CHECK_ARG(saved[i].at("name") == a.name && n == a.values->size(), ctx("dp.load"),
+                   "{}: hook array {} is '{}' ({} elements), this model's '{}' ({})", dir, i,
+                   saved[i].at("name").get<std::string>(), n, a.name, a.values->size());
+    if (same_ranks || a.replicated) {
+      in.read(reinterpret_cast<char*>(a.values->data()),
+              static_cast<std::streamsize>(n * sizeof(float)));
+    } else {
+      in.seekg(static_cast<std::streamoff>(n * sizeof(float)), std::ios::cur);
+      std::fill(a.values->begin(), a.values->end(), 0.0f);
+    }
+    if (!in) throw_error(ErrorCode::invalid_argument, path + " is shorter than its manifest says",
+                         ctx("dp.load"));
+  }
 }
 
 }  // namespace hoop::dp::detail

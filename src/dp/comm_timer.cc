@@ -17,19 +17,44 @@ CommTimer::~CommTimer() {
 }
 
 void CommTimer::issued(const Work& work) {
+  issued([w = work]() mutable {
+    try {
+      w.wait();
+    } catch (const std::exception&) {
+      // The trainer sees the error through its own wait; here only the end time matters.
+    }
+  });
+}
+
+void CommTimer::issued(const std::shared_future<void>& done) {
+  issued([done] { done.wait(); });
+}
+
+void CommTimer::issued(std::function<void()> wait) {
   {
     std::lock_guard lk(mu_);
-    pending_.push_back(Item{work, Clock::now(), {}});
+    pending_.push_back(Item{std::move(wait), Clock::now(), {}});
   }
   cv_.notify_all();
+}
+
+void CommTimer::exposed(Clock::time_point since) {
+  const double s = std::chrono::duration<double>(Clock::now() - since).count();
+  std::lock_guard lk(mu_);
+  exposed_ += s;
 }
 
 void CommTimer::wait(Work& work) {
   const auto t0 = Clock::now();
   work.wait();
-  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-  std::lock_guard lk(mu_);
-  exposed_ += s;
+  exposed(t0);
+}
+
+void CommTimer::wait(const std::shared_future<void>& done) {
+  const auto t0 = Clock::now();
+  done.wait();
+  exposed(t0);
+  done.get();
 }
 
 void CommTimer::watch() {
@@ -37,13 +62,9 @@ void CommTimer::watch() {
   for (;;) {
     cv_.wait(lk, [&] { return stop_ || !pending_.empty(); });
     if (pending_.empty()) return;  // stop requested, nothing left
-    Work work = pending_.front().work;
+    const std::function<void()> wait = pending_.front().wait;
     lk.unlock();
-    try {
-      work.wait();
-    } catch (const std::exception&) {
-      // The trainer sees the error through its own wait; here only the end time matters.
-    }
+    wait();
     const auto end = Clock::now();
     lk.lock();
     Item item = std::move(pending_.front());

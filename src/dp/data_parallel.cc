@@ -44,6 +44,16 @@ DataParallelImpl::DataParallelImpl(std::shared_ptr<Communicator> comm, DpConfig 
                  cfg_.bucket_bytes);
   mixed_ = cfg_.precision == Precision::bf16;
   pdt_ = mixed_ ? DataType::bf16 : DataType::f32;
+  if (auto hook = make_comm_hook(cfg_.compress)) register_comm_hook(std::move(hook));
+}
+
+void DataParallelImpl::register_comm_hook(std::shared_ptr<CommHook> hook) {
+  HOOP_CHECK_ARG(!finalized_, ctx("dp.register_comm_hook"), "a hook must come before finalize()");
+  HOOP_CHECK_ARG(hook != nullptr, ctx("dp.register_comm_hook"), "null hook");
+  HOOP_CHECK_ARG(hook->supports_stage(cfg_.stage), ctx("dp.register_comm_hook"),
+                 "the '{}' communication hook does not support ZeRO stage {}", hook->name(),
+                 cfg_.stage);
+  hook_ = std::move(hook);
 }
 
 DataParallelImpl::~DataParallelImpl() {
@@ -56,6 +66,24 @@ DataParallelImpl::~DataParallelImpl() {
   };
   for (LaunchedBucket& lb : launched_) settle(lb.work);
   for (auto& [layer, gl] : gathered_) settle(gl.work);
+  hook_runner_.reset();  // finishes the hooks still queued, which use the buffers
+}
+
+bool DataParallelImpl::LaunchedBucket::done() {
+  if (hooked.valid()) return hooked.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  return work.valid() && work.test();
+}
+
+void DataParallelImpl::LaunchedBucket::wait(CommTimer* timer) {
+  if (hooked.valid()) {
+    if (timer) {
+      timer->wait(hooked);
+    } else {
+      hooked.get();
+    }
+  } else if (work.valid()) {
+    timer->wait(work);
+  }
 }
 
 ErrorContext DataParallelImpl::ctx(const char* op) const {
@@ -65,9 +93,12 @@ ErrorContext DataParallelImpl::ctx(const char* op) const {
   return c;
 }
 
-int DataParallelImpl::register_param(const std::string& name, size_t numel, int layer,
-                                     const float* initial) {
+int DataParallelImpl::register_param(const std::string& name, const std::vector<size_t>& shape,
+                                     int layer, const float* initial) {
   HOOP_CHECK_ARG(!finalized_, ctx("dp.register_param"), "'{}' registered after finalize()", name);
+  HOOP_CHECK_ARG(!shape.empty(), ctx("dp.register_param"), "'{}' has an empty shape", name);
+  size_t numel = 1;
+  for (size_t d : shape) numel *= d;
   HOOP_CHECK_ARG(numel > 0, ctx("dp.register_param"), "'{}' has no elements", name);
   const int last = layout_.tensors.empty() ? 0 : layout_.tensors.back().layer;
   HOOP_CHECK_ARG(layer >= 0 && (layer == last || layer == last + (layout_.tensors.empty() ? 0 : 1)),
@@ -77,6 +108,7 @@ int DataParallelImpl::register_param(const std::string& name, size_t numel, int 
   TensorSlot t;
   t.name = name;
   t.numel = numel;
+  t.shape = shape;
   t.layer = layer;
   layout_.tensors.push_back(t);
   initial_.emplace_back(numel, 0.0f);
@@ -124,7 +156,26 @@ void DataParallelImpl::finalize() {
   filling_.resize(layout_.buckets.size());
   layer_f32_.resize(layout_.layers.size());
   grads_given_.assign(layout_.layers.size(), false);
+  if (hook_) {
+    for (const Group& b : layout_.buckets) {
+      GradBucket gb;
+      gb.index = static_cast<int>(&b - layout_.buckets.data());
+      gb.dtype = pdt_;
+      gb.numel = b.numel;
+      for (int t : b.tensors) {
+        const TensorSlot& s = layout_.tensors[static_cast<size_t>(t)];
+        gb.tensors.push_back(BucketTensor{t, s.name, s.shape, s.bucket_offset, s.numel});
+      }
+      hook_buckets_.push_back(std::move(gb));
+    }
+    hook_->setup(hook_context(), hook_buckets_);
+    hook_runner_ = std::make_unique<HookRunner>();
+  }
   finalized_ = true;
+}
+
+CommHookContext DataParallelImpl::hook_context() const {
+  return CommHookContext{comm_.get(), rank_, nranks_, steps_, cfg_.op_options, &cfg_.optimizer};
 }
 
 void DataParallelImpl::set_params_from_full(int t, const float* full) {
@@ -281,41 +332,59 @@ void DataParallelImpl::layer_grads(int layer, const float* grads) {
   }
 }
 
+// Queues bucket b's hook: stage 0 averages the bucket in place, stages 1-2 reduce `segments`
+// (N segments) into `shard`.
+std::shared_future<void> DataParallelImpl::launch_hook(int b, std::byte* segments,
+                                                       std::byte* shard) {
+  const CommHookContext c = hook_context();
+  if (cfg_.stage == 0) {
+    GradBucket& gb = hook_buckets_[static_cast<size_t>(b)];
+    gb.data = grads_.data() + layout_.buckets[static_cast<size_t>(b)].flat_offset * pbytes();
+    return hook_runner_->run([this, c, &gb] { hook_->allreduce(c, gb); });
+  }
+  ShardedGradBucket sb{b, segments, shard, pdt_, layout_.buckets[static_cast<size_t>(b)].seg};
+  return hook_runner_->run([this, c, sb]() mutable { hook_->reducescatter(c, sb); });
+}
+
 void DataParallelImpl::launch_bucket(int bucket) {
   const Group& b = layout_.buckets[static_cast<size_t>(bucket)];
   const size_t pb = pbytes();
   LaunchedBucket lb;
   lb.bucket = bucket;
-  const RedOp avg = RedOp::avg;
-  if (cfg_.stage == 0) {
-    std::byte* p = grads_.data() + b.flat_offset * pb;
-    if (comm_) lb.work = comm_->allreduce_async(p, p, b.numel, pdt_, avg, cfg_.op_options);
-  } else if (cfg_.stage == 1) {
-    std::byte* region = grads_.data() + b.shard_offset * static_cast<size_t>(nranks_) * pb;
-    std::byte* mine = region + static_cast<size_t>(rank_) * b.seg * pb;
-    if (comm_) lb.work = comm_->reducescatter_async(region, mine, b.seg, pdt_, avg, cfg_.op_options);
-  } else {
+  // Stages 1-3: the bucket's N segments and this rank's reduced one.
+  std::byte* segments = nullptr;
+  std::byte* shard = nullptr;
+  if (cfg_.stage == 1) {
+    segments = grads_.data() + b.shard_offset * static_cast<size_t>(nranks_) * pb;
+    shard = segments + static_cast<size_t>(rank_) * b.seg * pb;
+  } else if (cfg_.stage >= 2) {
     lb.staging = std::move(filling_[static_cast<size_t>(bucket)]);
-    std::byte* mine = grads_.data() + b.shard_offset * pb;
-    if (comm_) {
-      lb.work = comm_->reducescatter_async(lb.staging.data(), mine, b.seg, pdt_, avg,
-                                           cfg_.op_options);
-    } else {
-      std::memcpy(mine, lb.staging.data(), b.seg * pb);
-    }
+    segments = lb.staging.data();
+    shard = grads_.data() + b.shard_offset * pb;
+  }
+  if (hook_) {
+    lb.hooked = launch_hook(bucket, segments, shard);
+    if (timer_) timer_->issued(lb.hooked);
+  } else if (cfg_.stage == 0) {
+    std::byte* p = grads_.data() + b.flat_offset * pb;
+    if (comm_) lb.work = comm_->allreduce_async(p, p, b.numel, pdt_, RedOp::avg, cfg_.op_options);
+  } else if (comm_) {
+    lb.work = comm_->reducescatter_async(segments, shard, b.seg, pdt_, RedOp::avg, cfg_.op_options);
+  } else if (cfg_.stage >= 2) {
+    std::memcpy(shard, segments, b.seg * pb);
   }
   if (lb.work.valid()) timer_->issued(lb.work);
   launch_order_.push_back(bucket);
   launched_.push_back(std::move(lb));
   // Staging buffers of buckets already reduced go back now, not at the step.
   for (LaunchedBucket& done : launched_) {
-    if (!done.staging.empty() && done.work.valid() && done.work.test()) done.staging.reset();
+    if (!done.staging.empty() && done.done()) done.staging.reset();
   }
 }
 
 void DataParallelImpl::wait_buckets() {
   for (LaunchedBucket& lb : launched_) {
-    if (lb.work.valid()) timer_->wait(lb.work);
+    lb.wait(timer_.get());
     lb.staging.reset();
   }
   launched_.clear();
@@ -377,6 +446,9 @@ void DataParallelImpl::step() {
                    "before step()", b, pending_[b]);
   }
   wait_buckets();
+  // 1-bit Adam: past the warm-up the gradients hold the step direction.
+  const uint64_t frozen_at = hook_ ? hook_->variance_frozen_at() : 0;
+  const bool direction = frozen_at > 0 && steps_ >= frozen_at;
   ++steps_;
   const int nstates = optimizer_state_count(cfg_.optimizer);
   const size_t pb = pbytes();
@@ -390,7 +462,7 @@ void DataParallelImpl::step() {
     if (n > 0) {
       optimizer_update(cfg_.optimizer, steps_, master_ptr(t), grad_ptr(t), pdt_,
                        nstates >= 1 ? state0_.as<float>() + off : nullptr,
-                       nstates >= 2 ? state1_.as<float>() + off : nullptr, n);
+                       nstates >= 2 ? state1_.as<float>() + off : nullptr, n, direction);
     }
     publish_updated(t, send.data());
   }

@@ -9,7 +9,14 @@ DataParallel::~DataParallel() = default;
 
 int DataParallel::register_param(const std::string& name, size_t numel, int layer,
                                  const float* initial) {
-  return impl_->register_param(name, numel, layer, initial);
+  return impl_->register_param(name, std::vector<size_t>{numel}, layer, initial);
+}
+int DataParallel::register_param(const std::string& name, const std::vector<size_t>& shape,
+                                 int layer, const float* initial) {
+  return impl_->register_param(name, shape, layer, initial);
+}
+void DataParallel::register_comm_hook(std::shared_ptr<CommHook> hook) {
+  impl_->register_comm_hook(std::move(hook));
 }
 void DataParallel::finalize() { impl_->finalize(); }
 const float* DataParallel::layer_params(int layer, Phase phase) {
@@ -39,5 +46,9 @@ double DataParallel::model_state_formula_bytes() const {
                                    state_bytes(impl_->cfg_.precision, impl_->cfg_.optimizer));
 }
 CommTiming DataParallel::last_step_comm() const { return impl_->last_timing_; }
+uint64_t DataParallel::bytes_sent() const {
+  if (!impl_->comm_) return 0;
+  return impl_->comm_->stats().bytes_sent + (impl_->hook_ ? impl_->hook_->bytes_sent() : 0);
+}
 
 }  // namespace hoop::dp

@@ -1,13 +1,17 @@
 // The data-parallel engine behind hoop::dp::DataParallel (see include/hoop/dp.h).
 #pragma once
 
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "dp/comm_timer.h"
+#include "dp/hook_runner.h"
 #include "dp/layout.h"
 #include "dp/memory.h"
 #include "hoop/dp.h"
@@ -22,7 +26,9 @@ class DataParallelImpl {
   DataParallelImpl(const DataParallelImpl&) = delete;
   DataParallelImpl& operator=(const DataParallelImpl&) = delete;
 
-  int register_param(const std::string& name, size_t numel, int layer, const float* initial);
+  int register_param(const std::string& name, const std::vector<size_t>& shape, int layer,
+                     const float* initial);
+  void register_comm_hook(std::shared_ptr<CommHook> hook);
   void finalize();
   const float* layer_params(int layer, Phase phase);
   void release_layer(int layer, Phase phase);
@@ -47,12 +53,16 @@ class DataParallelImpl {
   CommTiming last_timing_;
   std::vector<BucketInfo> bucket_info_;
   std::vector<int> launch_order_;
+  std::shared_ptr<CommHook> hook_;  // null: plain AllReduce / ReduceScatter
 
  private:
   struct LaunchedBucket {
     int bucket = 0;
     Work work;
+    std::shared_future<void> hooked;  // the bucket's hook, when one is installed
     TrackedBuffer staging;  // stages 2, 3: the packed bucket, freed once reduced
+    bool done();
+    void wait(CommTimer* timer);
   };
   struct GatheredLayer {
     Work work;
@@ -68,6 +78,8 @@ class DataParallelImpl {
   float* master_ptr(int t);
   const void* grad_ptr(int t);
   void launch_bucket(int b);
+  CommHookContext hook_context() const;
+  std::shared_future<void> launch_hook(int b, std::byte* segments, std::byte* shard);
   void wait_buckets();
   void gather_params_after_update();
   void start_gather(int layer);
@@ -84,6 +96,7 @@ class DataParallelImpl {
   void set_params_from_full(int t, const float* full);  // parameters (+ master) of tensor t
   void publish_updated(int t, std::byte* send_staging);
   void check_layer(int layer, const char* op) const;
+  void load_hook_state(const std::string& dir, const nlohmann::json& manifest, int old_ranks);
   ErrorContext ctx(const char* op) const;
 
   std::vector<std::vector<float>> initial_;  // registration order, until finalize
@@ -101,6 +114,8 @@ class DataParallelImpl {
   std::vector<LaunchedBucket> launched_;
   std::map<int, GatheredLayer> gathered_;  // stage 3
   std::vector<std::optional<TrackedBuffer>> layer_f32_;  // bf16 stages 0-2, per layer
+  std::vector<GradBucket> hook_buckets_;  // per bucket, what the hook is given (stage 0 data)
+  std::unique_ptr<HookRunner> hook_runner_;
 };
 
 }  // namespace hoop::dp::detail

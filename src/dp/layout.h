@@ -20,6 +20,7 @@ namespace hoop::dp {
 struct TensorSlot {
   std::string name;
   size_t numel = 0;
+  std::vector<size_t> shape;  // as registered; its product is numel
   int layer = 0;
   size_t layer_offset = 0;  // in the layer's f32 view
   size_t slice = 0;         // ceil(numel / N)

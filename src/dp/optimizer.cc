@@ -32,6 +32,13 @@ void adam(const OptimizerConfig& c, uint64_t step, float* p, const float* g, flo
   }
 }
 
+// 1-bit Adam past its warm-up: g is the step direction the hook computed from its own moments
+// (CommHook::variance_frozen_at); Adam's moments here stay as they are.
+void adam_direction(const OptimizerConfig& c, float* p, const float* g, size_t n) {
+  const float decay = c.kind == OptimizerKind::adamw ? 1.0f - c.lr * c.weight_decay : 1.0f;
+  for (size_t i = 0; i < n; ++i) p[i] = p[i] * decay - c.lr * g[i];
+}
+
 void sgd(const OptimizerConfig& c, float* p, const float* g, float* mom, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     float gi = g[i] + c.weight_decay * p[i];
@@ -46,7 +53,8 @@ void sgd(const OptimizerConfig& c, float* p, const float* g, float* mom, size_t 
 }  // namespace
 
 void optimizer_update(const OptimizerConfig& c, uint64_t step, float* param, const void* grad,
-                      DataType grad_dt, float* state0, float* state1, size_t n) {
+                      DataType grad_dt, float* state0, float* state1, size_t n,
+                      bool direction) {
   constexpr size_t kChunk = 1024;
   float wide[kChunk];
   for (size_t done = 0; done < n; done += kChunk) {
@@ -61,6 +69,8 @@ void optimizer_update(const OptimizerConfig& c, uint64_t step, float* param, con
     float* m = state0 ? state0 + done : nullptr;
     if (c.kind == OptimizerKind::sgd) {
       sgd(c, param + done, g, m, len);
+    } else if (direction) {
+      adam_direction(c, param + done, g, len);
     } else {
       adam(c, step, param + done, g, m, state1 + done, len);
     }

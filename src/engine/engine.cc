@@ -7,9 +7,9 @@
 #include <cstring>
 #include <utility>
 
-#include "core/env.h"
 #include "core/errors.h"
 #include "core/log.h"
+#include "core/params.h"
 #include "engine/frame_check.h"
 #include "engine/timeline.h"
 #include "kernels/reduce.h"
@@ -25,12 +25,17 @@ using transport::padded_size;
 
 EngineConfig config_from_env(int machine_ranks) {
   EngineConfig cfg;
-  if (auto s = env::get_size("HOOP_SLICE_BYTES")) cfg.slice_bytes = std::max<uint64_t>(*s, 4096);
+  cfg.slice_bytes = std::max<uint64_t>(params::bytes(params::Id::slice_bytes), 4096);
   const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
   // With more ranks than cores a spinning rank steals the core its peer needs: yield instead.
   cfg.yield_while_spinning = cores > 0 && machine_ranks > cores;
-  if (auto us = env::get_int("HOOP_SPIN_US")) cfg.spin = std::chrono::microseconds(std::max<int64_t>(*us, 0));
+  cfg.spin = std::chrono::microseconds(params::integer(params::Id::spin_us));
   return cfg;
+}
+
+void spin_once(const EngineConfig& cfg) {
+  if (cfg.yield_while_spinning) ::sched_yield();
+  else for (int k = 0; k < 64; ++k) __builtin_ia32_pause();
 }
 
 Engine::Engine(LinkGetter get_link, transport::Waiter& waiter, const std::atomic<bool>& abort_flag,
@@ -45,7 +50,7 @@ alignas(8) const std::byte kZeros[8] = {};
 // The per-operation state of one peer's link: the header each way and the bytes each way.
 struct PeerState {
   transport::Link* link = nullptr;
-  uint64_t tx_total = 0;  // wire bytes this op sends to the peer (padding included)
+  uint64_t tx_total = 0;  // payload bytes this op sends to the peer (padding excluded)
   uint64_t rx_total = 0;
   bool sends = false, receives = false;
   FrameHeader tx_header;
@@ -93,6 +98,7 @@ class Run {
       case Buf::send: base = static_cast<std::byte*>(const_cast<void*>(bufs_.send)); break;
       case Buf::recv: base = static_cast<std::byte*>(bufs_.recv); break;
       case Buf::scratch: base = static_cast<std::byte*>(bufs_.scratch); break;
+      case Buf::region: break;  // refused by plan_links
     }
     return base + r.offset * esize_;
   }
@@ -107,14 +113,19 @@ class Run {
     const TimePoint deadline = Clock::now() + stall_timeout_;
     for (const auto& step : sched_.steps) {
       for (const Action& a : step.actions) {
+        if (a.kind == ActionKind::publish || a.kind == ActionKind::wait_flag || a.kind == ActionKind::read ||
+            a.kind == ActionKind::read_reduce) {
+          throw_error(ErrorCode::internal,
+                      fmt::format("{}: shared-region actions do not run over links", sched_.algorithm), ctx(-1));
+        }
         if (a.kind == ActionKind::send) {
           auto& p = peers_.at(slot(a));
           p.sends = true;
-          p.tx_total += padded_size(a.src.count * esize_);
+          p.tx_total += a.src.count * esize_;
         } else if (a.kind == ActionKind::recv_copy || a.kind == ActionKind::recv_reduce) {
           auto& p = peers_.at(slot(a));
           p.receives = true;
-          p.rx_total += padded_size(a.dst.count * esize_);
+          p.rx_total += a.dst.count * esize_;
         }
       }
     }
@@ -172,8 +183,7 @@ class Run {
       }
       const TimePoint now = Clock::now();
       if (now - last_progress < cfg_.spin) {
-        if (cfg_.yield_while_spinning) ::sched_yield();
-        else for (int k = 0; k < 64; ++k) __builtin_ia32_pause();
+        spin_once(cfg_);
         continue;
       }
       sleep_until_progress(step, last_progress);
@@ -267,7 +277,7 @@ class Run {
       p.rx_header_done += take;
       moved = true;
       if (p.rx_header_done < sizeof(FrameHeader)) return moved;
-      check_header(p.rx_header, id_, a.peer, p.rx_total);
+      check_header(p.rx_header, id_, a.peer, p.rx_total, esize_);
       p.rx_header_checked = true;
     }
     std::byte* dst = ptr(a.dst);

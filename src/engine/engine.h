@@ -51,6 +51,9 @@ struct EngineConfig {
   bool yield_while_spinning = false;   // oversubscribed: give the core away while polling
 };
 
+// One round of busy-waiting: yields the core when oversubscribed, else a few pause instructions.
+void spin_once(const EngineConfig& cfg);
+
 // Default configuration from HOOP_SLICE_BYTES / HOOP_SPIN_US and whether the ranks running on
 // this machine (`machine_ranks`, separate hosts of a lab included) outnumber its cores.
 EngineConfig config_from_env(int machine_ranks);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/errors.h"
+#include "core/op_traits.h"
 
 namespace hoop::engine {
 
@@ -23,11 +24,6 @@ transport::FrameHeader make_header(const OpIdentity& id, uint64_t payload_bytes)
 
 namespace {
 
-bool is_reducing(OpType op) {
-  return op == OpType::allreduce || op == OpType::reducescatter || op == OpType::reduce;
-}
-bool has_root(OpType op) { return op == OpType::broadcast || op == OpType::reduce; }
-
 // "allreduce #5 (count 100, f32, sum)"
 std::string describe(OpType op, uint64_t seq, uint64_t count, DataType dt, RedOp redop, int root) {
   std::string s = fmt::format("{} #{} (count {}, {}", to_string(op), seq, count, to_string(dt));
@@ -40,7 +36,7 @@ std::string describe(OpType op, uint64_t seq, uint64_t count, DataType dt, RedOp
 }  // namespace
 
 void check_header(const transport::FrameHeader& got, const OpIdentity& mine, int peer,
-                  uint64_t expected_payload) {
+                  uint64_t expected_payload, size_t elem_bytes) {
   ErrorContext ctx{mine.rank, std::string(to_string(mine.op)), mine.seq, peer};
   if (auto bad = transport::validate_frame(got)) {
     throw_error(ErrorCode::protocol,
@@ -59,8 +55,9 @@ void check_header(const transport::FrameHeader& got, const OpIdentity& mine, int
   const auto got_op = static_cast<OpType>(got.op);
   const auto got_dt = static_cast<DataType>(got.dtype);
   const auto got_redop = static_cast<RedOp>(got.redop);
-  bool same = got_op == expected_op && got.seq == mine.seq && got_dt == mine.dtype &&
-              got.count == mine.count && got.flags == mine.phase;
+  bool same = got_op == expected_op && got.seq == mine.seq && got_dt == mine.dtype && got.flags == mine.phase;
+  // A v-form whose ranks name their own counts: the payload sizes below tell a difference.
+  if (!has_per_rank_count(expected_op)) same = same && got.count == mine.count;
   if (is_reducing(expected_op)) same = same && got_redop == mine.redop;
   if (has_root(expected_op) || expected_op == OpType::send) same = same && got.root == expected_root;
   if (!same) {
@@ -75,9 +72,15 @@ void check_header(const transport::FrameHeader& got, const OpIdentity& mine, int
                 ctx);
   }
   if (got.payload_bytes != expected_payload) {
+    auto elements = [&](uint64_t bytes) {
+      return elem_bytes > 0 && bytes % elem_bytes == 0 ? fmt::format(" ({} elements)", bytes / elem_bytes)
+                                                       : std::string();
+    };
     throw_error(ErrorCode::mismatch,
-                fmt::format("rank {} sends {} bytes for this operation, rank {} expects {}", peer,
-                            got.payload_bytes, mine.rank, expected_payload),
+                fmt::format("mismatched counts in {} #{}: rank {} sends {} bytes{} to rank {}, which expects {} "
+                            "bytes{} from it",
+                            to_string(mine.op), mine.seq, peer, got.payload_bytes, elements(got.payload_bytes),
+                            mine.rank, expected_payload, elements(expected_payload)),
                 ctx);
   }
 }

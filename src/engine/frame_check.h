@@ -12,8 +12,10 @@ namespace hoop::engine {
 transport::FrameHeader make_header(const OpIdentity& id, uint64_t payload_bytes);
 
 // Throws hoop::Error{protocol} for bytes that are not a header, hoop::Error{mismatch} when the
-// peer's call differs from ours (op, sequence, dtype, op, count, root, payload size).
+// peer's call differs from ours (op, sequence, dtype, op, count, root, payload size: the
+// bytes this op moves on the link, unpadded, so that one element more or less is told).
+// elem_bytes: the size of the elements moved (to name the sizes in elements too; 0: unknown).
 void check_header(const transport::FrameHeader& got, const OpIdentity& mine, int peer,
-                  uint64_t expected_payload);
+                  uint64_t expected_payload, size_t elem_bytes = 0);
 
 }  // namespace hoop::engine

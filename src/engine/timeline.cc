@@ -12,8 +12,8 @@
 #include <set>
 #include <sstream>
 
-#include "core/env.h"
 #include "core/log.h"
+#include "core/params.h"
 #include "engine/engine.h"
 
 namespace hoop::engine {
@@ -27,6 +27,10 @@ const char* action_name(schedule::ActionKind k) {
     case schedule::ActionKind::recv_reduce: return "recv-reduce";
     case schedule::ActionKind::copy: return "copy";
     case schedule::ActionKind::finish_avg: return "finish-avg";
+    case schedule::ActionKind::publish: return "publish";
+    case schedule::ActionKind::wait_flag: return "wait";
+    case schedule::ActionKind::read: return "read";
+    case schedule::ActionKind::read_reduce: return "read-reduce";
   }
   return "?";
 }
@@ -52,7 +56,7 @@ std::string lane_name(int lane) {
 
 Timeline* Timeline::global() {
   static Timeline* instance = [] () -> Timeline* {
-    const std::string path = env::get_or("HOOP_TRACE", "");
+    const std::string path = params::text_or(params::Id::trace, "");
     if (path.empty()) return nullptr;
     auto* t = new Timeline(path);  // lives until exit, flushed by the world communicator or atexit
     std::atexit([] { Timeline::global()->flush(); });

@@ -6,9 +6,10 @@
 #include <cstring>
 #include <string>
 
-#include "core/env.h"
 #include "core/errors.h"
 #include "core/log.h"
+#include "core/op_traits.h"
+#include "core/params.h"
 #include "kernels/isa_kernels.h"
 #include "kernels/reduce.h"
 
@@ -48,7 +49,7 @@ const IsaKernels* find_tier(std::string_view name) {
 const IsaKernels* choose_default() {
   const IsaKernels* cap = kTiers[std::size(kTiers) - 1];
   bool capped = false;
-  if (const auto requested = env::get("HOOP_KERNEL_ISA")) {
+  if (const auto requested = params::text(params::Id::kernel_isa)) {
     if (const IsaKernels* named = find_tier(*requested)) {
       cap = named;
       capped = true;
@@ -123,7 +124,7 @@ void check_reduce(void* dst, const void* a, const void* b, size_t n, DataType dt
 }
 
 void check_conversion(const void* dst, const void* src, DataType dt, size_t n, const char* fn) {
-  HOOP_CHECK_ARG(dt == DataType::f16 || dt == DataType::bf16 || dt == DataType::f32, context(fn),
+  HOOP_CHECK_ARG(is_half(dt) || dt == DataType::f32, context(fn),
                  "{} is not a float type convertible to f32 (f16, bf16, f32)", to_string(dt));
   if (n == 0) return;
   check_buffer(dst, n, DataType::f32, fn, "the f32 buffer");

@@ -57,8 +57,8 @@ void Mlp::register_params(dp::DataParallel& dp) const {
       v = static_cast<float>((2.0 * u - 1.0) * bound);
     }
     std::vector<float> b(out, 0.0f);
-    dp.register_param("layer" + std::to_string(l) + ".weight", w.size(), l, w.data());
-    dp.register_param("layer" + std::to_string(l) + ".bias", b.size(), l, b.data());
+    dp.register_param("layer" + std::to_string(l) + ".weight", {out, in}, l, w.data());
+    dp.register_param("layer" + std::to_string(l) + ".bias", {out}, l, b.data());
   }
 }
 

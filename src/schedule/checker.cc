@@ -7,6 +7,7 @@
 #include <map>
 #include <utility>
 
+#include "core/op_traits.h"
 #include "hoop/error.h"
 
 namespace hoop::schedule {
@@ -37,11 +38,12 @@ struct Run {
   uint64_t ranks = 0;  // the ranks whose inputs were reduced into it
   uint64_t expr = 0;   // hash of the expression tree
   int avg = 0;         // times divided by nranks
+  uint32_t wepoch = 0; // shared-region schedules: the writer's epoch (its publishes before it, + 1)
 };
 using Runs = std::vector<Run>;
 
 bool continues(const Run& a, const Run& b) {
-  if (a.ranks != b.ranks || a.expr != b.expr || a.avg != b.avg) return false;
+  if (a.ranks != b.ranks || a.expr != b.expr || a.avg != b.avg || a.wepoch != b.wepoch) return false;
   if (a.index == kUndefined || b.index == kUndefined) return a.index == b.index;
   return b.index == a.index + static_cast<int64_t>(a.len);
 }
@@ -163,18 +165,14 @@ bool is_transfer(const Action& a) {
 bool is_recv(const Action& a) {
   return a.kind == ActionKind::recv_copy || a.kind == ActionKind::recv_reduce;
 }
-
-const char* buf_name(Buf b) {
-  switch (b) {
-    case Buf::send: return "send";
-    case Buf::recv: return "recv";
-    case Buf::scratch: return "scratch";
-  }
-  return "?";
+bool is_region(const Action& a) {
+  return a.kind == ActionKind::publish || a.kind == ActionKind::wait_flag || a.kind == ActionKind::read ||
+         a.kind == ActionKind::read_reduce;
 }
-
-std::string range_text(const Range& r) {
-  return fmt::format("{}[{}..{})", buf_name(r.buf), r.offset, r.offset + r.count);
+// Whether the action waits for a peer's flag (a read of this rank's own memory does not).
+bool waits(const Action& a, int r) {
+  return (a.kind == ActionKind::wait_flag || a.kind == ActionKind::read || a.kind == ActionKind::read_reduce) &&
+         a.peer != r;
 }
 
 std::string action_text(const Action& a) {
@@ -190,6 +188,13 @@ std::string action_text(const Action& a) {
                          range_text(a.src), a.peer, ch);
     case ActionKind::copy: return fmt::format("copy {} to {}", range_text(a.src), range_text(a.dst));
     case ActionKind::finish_avg: return fmt::format("divide {} by nranks", range_text(a.dst));
+    case ActionKind::publish: return "publish";
+    case ActionKind::wait_flag: return fmt::format("wait for rank {}'s flag {}", a.peer, a.flag);
+    case ActionKind::read:
+      return fmt::format("read {} from rank {} {} at flag {}", range_text(a.dst), a.peer, range_text(a.remote), a.flag);
+    case ActionKind::read_reduce:
+      return fmt::format("read-reduce {} = {} op rank {} {} at flag {}", range_text(a.dst), range_text(a.src), a.peer,
+                         range_text(a.remote), a.flag);
   }
   return "?";
 }
@@ -212,28 +217,55 @@ std::string value_text(const Run& r, size_t offset_in_run) {
 
 class Checker {
  public:
-  Checker(const CollectiveDesc& d, const std::vector<RankSchedule>& s) : d_(d), s_(s), n_(d.nranks) {}
+  Checker(const std::vector<CollectiveDesc>& descs, const std::vector<RankSchedule>& s)
+      : descs_(descs), d_(descs.front()), s_(s), n_(d_.nranks) {}
 
   void run() {
     if (n_ < 1 || n_ > kCheckerMaxRanks) {
       fail(fmt::format("the checker handles 1..{} ranks", kCheckerMaxRanks));
     }
-    if (d_.op == OpType::send || d_.op == OpType::recv) fail("point-to-point is not modelled");
-    if (s_.size() != static_cast<size_t>(n_)) {
-      fail(fmt::format("{} schedules for {} ranks", s_.size(), n_));
+    if (is_point_to_point(d_.op)) fail("point-to-point is not modelled");
+    if (s_.size() != static_cast<size_t>(n_) || descs_.size() != static_cast<size_t>(n_)) {
+      fail(fmt::format("{} schedules and {} calls for {} ranks", s_.size(), descs_.size(), n_));
+    }
+    for (const CollectiveDesc& d : descs_) {
+      if (is_vector_op(d_.op) && !d.blocks) fail("a call of a v-form without its blocks");
+    }
+    for (const RankSchedule& rs : s_) {
+      for (const Step& step : rs.steps) {
+        for (const Action& a : step.actions) region_ = region_ || is_region(a);
+      }
     }
     for (int r = 0; r < n_; ++r) setup_rank(r);
     for (int r = 0; r < n_; ++r) check_static(r);
     match();
     simulate();
+    if (region_) check_buffers_released();
     check_outputs();
   }
 
  private:
+  // A read of another rank's memory by a rank at an epoch (shared-region schedules).
+  struct Access {
+    size_t lo = 0, hi = 0;
+    int reader = -1;
+    uint32_t epoch = 0;
+  };
+
   struct RankState {
-    std::vector<Memory> mem;  // 0: send, 1: recv, 2: scratch (in place, send or recv may be unused)
-    View views[3];
+    // 0: send, 1: recv, 2: scratch (in place, send or recv may be unused), 3: its region window
+    std::vector<Memory> mem;
+    View views[4];
     size_t step = 0;
+    bool in_step = false;  // the current step was entered (its local actions run)
+    size_t cursor = 0;     // a shared-region step: the next action to run
+    // Shared-region schedules: the flag (publishes so far), the vector clock (the flag of every
+    // rank this one has waited for, transitively), and the clock and knowledge at each publish.
+    uint32_t flag = 0;
+    std::vector<uint32_t> clock;
+    std::vector<std::vector<uint32_t>> clock_at;
+    std::vector<uint64_t> know_at;
+    std::vector<std::vector<Access>> reads;  // per memory: the peers' reads not yet overwritten
     std::vector<bool> done;  // per action of the current step
     size_t pending = 0;      // transfers of the current step not yet complete
     uint64_t know = 0;       // ranks heard from (transitively)
@@ -248,10 +280,8 @@ class Checker {
     std::string alg = s_.empty() ? std::string("?") : s_[0].algorithm;
     std::string h = fmt::format("{} {} N={} count={} {}", alg, to_string(d_.op), n_, d_.count,
                                 d_.in_place ? "in-place" : "out-of-place");
-    if (d_.op == OpType::broadcast || d_.op == OpType::reduce) h += fmt::format(" root={}", d_.root);
-    if (d_.op == OpType::allreduce || d_.op == OpType::reducescatter || d_.op == OpType::reduce) {
-      h += fmt::format(" {}", to_string(d_.redop));
-    }
+    if (has_root(d_.op)) h += fmt::format(" root={}", d_.root);
+    if (is_reducing(d_.op)) h += fmt::format(" {}", to_string(d_.redop));
     return h;
   }
 
@@ -276,45 +306,90 @@ class Checker {
     return v;
   }
 
+  const CollectiveDesc& desc(int r) const { return descs_[static_cast<size_t>(r)]; }
+  const BlockLayout& blocks(int r) const { return *desc(r).blocks; }
+
+  // How one rank's send and recv buffers share memory in place (NCCL's conventions, and the
+  // same rules for the rest of the collective set, see hoop/communicator.h).
+  enum class Alias { none, same, send_in_recv, recv_in_send };
+
   void setup_rank(int r) {
     ranks_.resize(static_cast<size_t>(n_));
     RankState& rs = st(r);
-    const size_t c = d_.count, nc = c * static_cast<size_t>(n_);
-    const bool root = r == d_.root;
+    const CollectiveDesc& d = desc(r);
+    const size_t c = d.count, nc = c * static_cast<size_t>(n_);
+    const bool root = r == d.root;
     size_t send_size = 0, recv_size = 0;
+    Alias alias = Alias::same;
+    size_t alias_at = 0;  // offset of the inner buffer in the outer one
     switch (d_.op) {
       case OpType::allreduce: send_size = c; recv_size = c; break;
-      case OpType::reducescatter: send_size = nc; recv_size = c; break;
-      case OpType::allgather: send_size = c; recv_size = nc; break;
+      case OpType::reducescatter:
+        send_size = nc, recv_size = c, alias = Alias::recv_in_send, alias_at = static_cast<size_t>(r) * c;
+        break;
+      case OpType::allgather:
+        send_size = c, recv_size = nc, alias = Alias::send_in_recv, alias_at = static_cast<size_t>(r) * c;
+        break;
       case OpType::broadcast: send_size = root ? c : 0; recv_size = c; break;
       case OpType::reduce: send_size = c; recv_size = root ? c : 0; break;
+      case OpType::alltoall: send_size = nc; recv_size = nc; break;
+      case OpType::alltoallv:
+        send_size = blocks(r).send.extent(), recv_size = blocks(r).recv.extent(), alias = Alias::none;
+        break;
+      case OpType::gather:
+        send_size = c, recv_size = root ? nc : 0, alias = Alias::send_in_recv, alias_at = static_cast<size_t>(r) * c;
+        break;
+      case OpType::gatherv:
+        send_size = c, alias = Alias::send_in_recv;
+        if (root) recv_size = blocks(r).recv.extent(), alias_at = blocks(r).recv.displ(r);
+        break;
+      case OpType::scatter:
+        send_size = root ? nc : 0, recv_size = c, alias = Alias::recv_in_send, alias_at = static_cast<size_t>(r) * c;
+        break;
+      case OpType::scatterv:
+        recv_size = c, alias = Alias::recv_in_send;
+        if (root) send_size = blocks(r).send.extent(), alias_at = blocks(r).send.displ(r);
+        break;
+      case OpType::allgatherv:
+        send_size = blocks(r).recv.count(r), recv_size = blocks(r).recv.extent(), alias = Alias::send_in_recv;
+        alias_at = blocks(r).recv.displ(r);
+        break;
+      case OpType::reducescatterv:
+        send_size = blocks(r).send.total(), recv_size = blocks(r).send.count(r), alias = Alias::recv_in_send;
+        alias_at = blocks(r).send.displ(r);
+        break;
       default: break;
     }
-    rs.mem.assign(3, Memory());
+    rs.mem.assign(4, Memory());
     rs.mem[0] = Memory(send_size);
     rs.mem[1] = Memory(recv_size);
     rs.mem[2] = Memory(s_[static_cast<size_t>(r)].scratch_count);
+    rs.mem[3] = Memory(s_[static_cast<size_t>(r)].region_count);
     rs.views[0] = View{0, 0, send_size, false};
     rs.views[1] = View{1, 0, recv_size, true};
     rs.views[2] = View{2, 0, rs.mem[2].size(), true};
-    const size_t off = static_cast<size_t>(r) * c;
+    rs.views[3] = View{3, 0, rs.mem[3].size(), true};
+    rs.clock.assign(static_cast<size_t>(n_), 0);
+    rs.reads.assign(4, {});
     if (send_size > 0) rs.mem[0].write(0, inputs(r, 0, send_size));
-    // In place (NCCL's conventions), one buffer serves both roles and may be written.
-    const bool one_buffer = d_.in_place && send_size > 0 && recv_size > 0;
+    // In place, one buffer serves both roles.
+    const bool one_buffer = d.in_place && send_size > 0 && recv_size > 0;
     if (one_buffer) {
-      switch (d_.op) {
-        case OpType::reducescatter:
-          rs.views[0].writable = true;
-          rs.views[1] = View{0, off, c, true};
+      switch (alias) {
+        case Alias::recv_in_send:
+          // ReduceScatter may use all of its buffer; a Scatter's root keeps its input.
+          rs.views[0].writable = d_.op == OpType::reducescatter || d_.op == OpType::reducescatterv;
+          rs.views[1] = View{0, alias_at, recv_size, true};
           break;
-        case OpType::allgather:
-          rs.mem[1].write(off, inputs(r, 0, c));
-          rs.views[0] = View{1, off, c, true};
+        case Alias::send_in_recv:
+          rs.mem[1].write(alias_at, inputs(r, 0, send_size));
+          rs.views[0] = View{1, alias_at, send_size, true};
           break;
-        default:  // allreduce, broadcast and reduce at the root: send == recv
-          rs.mem[1].write(0, inputs(r, 0, c));
-          rs.views[0] = View{1, 0, c, true};
+        case Alias::same:  // allreduce, alltoall, broadcast and reduce at the root: send == recv
+          rs.mem[1].write(0, inputs(r, 0, send_size));
+          rs.views[0] = View{1, 0, send_size, true};
           break;
+        case Alias::none: fail(fmt::format("rank {}: {} has no in-place form", r, to_string(d_.op)));
       }
     }
     rs.know = uint64_t{1} << r;
@@ -336,16 +411,75 @@ class Checker {
 
   void write(int r, const Range& range, const Runs& vals) {
     const View& v = view(r, range.buf);
-    st(r).mem[static_cast<size_t>(v.mem)].write(v.base + range.offset, vals);
+    RankState& rs = st(r);
+    if (!region_) {
+      rs.mem[static_cast<size_t>(v.mem)].write(v.base + range.offset, vals);
+      return;
+    }
+    // Shared-region schedules: a peer's read of this memory must be ordered before the write
+    // (the peer published after reading, and this rank waited for that).
+    const size_t lo = v.base + range.offset, hi = lo + total(vals);
+    auto& reads = rs.reads[static_cast<size_t>(v.mem)];
+    for (const Access& x : reads) {
+      if (x.lo < hi && lo < x.hi && rs.clock[static_cast<size_t>(x.reader)] < x.epoch) {
+        fail_at(r, rs.step, rs.cursor,
+                fmt::format("overwrites {} while rank {} may still read it (no flag of rank {} after its read "
+                            "is waited for)",
+                            range_text(range), x.reader, x.reader));
+      }
+    }
+    std::erase_if(reads, [&](const Access& x) { return lo <= x.lo && x.hi <= hi; });
+    Runs stamped = vals;
+    for (Run& x : stamped) x.wepoch = rs.flag + 1;
+    rs.mem[static_cast<size_t>(v.mem)].write(lo, stamped);
+  }
+
+  // Rank r reads `range` of `owner`'s memory: what the owner wrote there must have been
+  // published (its flag after the write waited for, transitively).
+  Runs read_remote(int r, int owner, const Range& range) {
+    const Runs v = read(owner, range);
+    if (owner == r) return v;
+    RankState& rs = st(r);
+    for (const Run& x : v) {
+      if (rs.clock[static_cast<size_t>(owner)] < x.wepoch) {
+        fail_at(r, rs.step, rs.cursor,
+                fmt::format("reads {} of rank {} before rank {} published what it wrote there", range_text(range),
+                            owner, owner));
+      }
+    }
+    const View& w = view(owner, range.buf);
+    if (range.count > 0) {
+      st(owner).reads[static_cast<size_t>(w.mem)].push_back(
+          Access{w.base + range.offset, w.base + range.offset + range.count, r, rs.flag + 1});
+    }
+    return v;
+  }
+
+  // At the end: every peer's read of a rank's own buffers happened before the rank returned
+  // (the caller may reuse them at once). Region windows are the transport's to recycle.
+  void check_buffers_released() {
+    for (int r = 0; r < n_; ++r) {
+      const RankState& rs = st(r);
+      for (int m = 0; m < 2; ++m) {
+        for (const Access& x : rs.reads[static_cast<size_t>(m)]) {
+          if (rs.clock[static_cast<size_t>(x.reader)] < x.epoch) {
+            fail(fmt::format("rank {} returns while rank {} may still read its {} buffer", r, x.reader,
+                             m == 0 ? "send" : "recv"));
+          }
+        }
+      }
+    }
   }
 
   // ---- static checks of one rank's schedule
 
-  void check_range(int r, size_t k, size_t i, const Range& range, bool writes) {
-    const View& v = view(r, range.buf);
+  // `owner`: whose buffer the range names (-1: rank r's).
+  void check_range(int r, size_t k, size_t i, const Range& range, bool writes, int owner = -1) {
+    const View& v = view(owner < 0 ? r : owner, range.buf);
     if (range.offset > v.size || range.count > v.size - range.offset) {
-      fail_at(r, k, i, fmt::format("{} is outside the {} buffer of {} elements", range_text(range),
-                                   buf_name(range.buf), v.size));
+      fail_at(r, k, i, fmt::format("{} is outside the {} buffer of {} elements{}", range_text(range),
+                                   buf_name(range.buf), v.size,
+                                   owner >= 0 && owner != r ? fmt::format(" of rank {}", owner) : ""));
     }
     if (writes && range.count > 0 && !v.writable) {
       fail_at(r, k, i, fmt::format("writes the {} buffer, which holds the caller's input",
@@ -357,8 +491,13 @@ class Checker {
     const int nch = std::max(1, d_.nchannels);
     for (size_t k = 0; k < steps(r).size(); ++k) {
       const auto& acts = steps(r)[k].actions;
+      const bool transfers = std::any_of(acts.begin(), acts.end(), is_transfer);
       for (size_t i = 0; i < acts.size(); ++i) {
         const Action& a = acts[i];
+        if (is_region(a)) {
+          check_region_action(r, k, i, a, transfers);
+          continue;
+        }
         if (is_transfer(a)) {
           if (a.peer < 0 || a.peer >= n_ || a.peer == r) fail_at(r, k, i, "invalid peer");
           if (a.channel < 0 || a.channel >= nch) {
@@ -384,6 +523,7 @@ class Checker {
             check_range(r, k, i, a.dst, true);
             if (d_.redop != RedOp::avg) fail_at(r, k, i, "divides, but the operation is not avg");
             break;
+          default: break;
         }
         if (a.kind == ActionKind::recv_reduce) {
           const Span s = span(r, a.src), t = span(r, a.dst);
@@ -393,6 +533,33 @@ class Checker {
         }
       }
       check_concurrency(r, k);
+    }
+  }
+
+  void check_region_action(int r, size_t k, size_t i, const Action& a, bool step_has_transfers) {
+    if (step_has_transfers) fail_at(r, k, i, "a step mixes shared-region actions with sends and receives");
+    if (a.kind == ActionKind::publish) return;
+    if (a.peer < 0 || a.peer >= n_) fail_at(r, k, i, "invalid peer");
+    if (a.kind == ActionKind::wait_flag) {
+      if (a.peer == r) fail_at(r, k, i, "waits for its own flag");
+      if (a.flag == 0) fail_at(r, k, i, "waits for flag 0 (nothing)");
+      return;
+    }
+    if (a.peer == r && a.flag != 0) fail_at(r, k, i, "reads its own memory at a flag");
+    if (a.peer != r && a.flag == 0) fail_at(r, k, i, "reads a peer's memory without waiting for its flag");
+    if (a.peer != r && a.remote.buf == Buf::scratch) fail_at(r, k, i, "reads a peer's scratch");
+    check_range(r, k, i, a.remote, false, a.peer);
+    check_range(r, k, i, a.dst, true);
+    if (a.remote.count != a.dst.count) fail_at(r, k, i, "source and destination differ in size");
+    if (a.kind == ActionKind::read_reduce) {
+      check_range(r, k, i, a.src, false);
+      if (a.src.count != a.dst.count) fail_at(r, k, i, "source and destination differ in size");
+      const Span s = span(r, a.src), t = span(r, a.dst);
+      if (s.overlaps(t) && s.lo != t.lo) fail_at(r, k, i, "reduces from a range that partly overlaps its destination");
+    }
+    if (a.peer == r) {
+      const Span s = span(r, a.remote), t = span(r, a.dst);
+      if (s.overlaps(t) && s.lo != t.lo) fail_at(r, k, i, "reads from a range that partly overlaps its destination");
     }
   }
 
@@ -556,6 +723,8 @@ class Checker {
   void run_local(int r, size_t k, size_t i) {
     const Action& a = action(r, k, i);
     if (a.kind == ActionKind::copy) {
+      const Span s = span(r, a.src), t = span(r, a.dst);
+      if (region_ && s.mem == t.mem && s.lo == t.lo) return;  // in place: nothing moves (nor is written)
       write(r, a.dst, read(r, a.src));
     } else if (a.kind == ActionKind::finish_avg) {
       Runs v = read(r, a.dst);
@@ -568,25 +737,79 @@ class Checker {
     }
   }
 
-  // Starts this rank's next steps until one has transfers to wait for.
+  bool region_step(int r, size_t k) const {
+    const auto& acts = steps(r)[k].actions;
+    return std::any_of(acts.begin(), acts.end(), is_region);
+  }
+
+  // Runs one shared-region action (its wait satisfied).
+  void run_region(int r, size_t k, size_t i) {
+    const Action& a = action(r, k, i);
+    RankState& rs = st(r);
+    if (a.kind == ActionKind::publish) {
+      rs.clock[static_cast<size_t>(r)] = ++rs.flag;
+      rs.clock_at.push_back(rs.clock);
+      rs.know_at.push_back(rs.know);
+      return;
+    }
+    if (!is_region(a)) {
+      run_local(r, k, i);
+      return;
+    }
+    if (waits(a, r)) {
+      const RankState& ps = st(a.peer);
+      const auto& theirs = ps.clock_at[a.flag - 1];
+      for (size_t q = 0; q < rs.clock.size(); ++q) rs.clock[q] = std::max(rs.clock[q], theirs[q]);
+      rs.know |= ps.know_at[a.flag - 1];
+    }
+    if (a.kind == ActionKind::read) {
+      write(r, a.dst, read_remote(r, a.peer, a.remote));
+    } else if (a.kind == ActionKind::read_reduce) {
+      const Runs theirs = read_remote(r, a.peer, a.remote);
+      write(r, a.dst, reduce(r, k, i, read(r, a.src), theirs));
+    }
+  }
+
+  // Runs a shared-region step's actions in order until one waits for a flag not yet raised.
+  // Returns whether the step is complete.
+  bool advance_region(int r) {
+    RankState& rs = st(r);
+    const auto& acts = steps(r)[rs.step].actions;
+    for (; rs.cursor < acts.size(); ++rs.cursor) {
+      const Action& a = acts[rs.cursor];
+      if (waits(a, r) && st(a.peer).flag < a.flag) return false;
+      run_region(r, rs.step, rs.cursor);
+    }
+    return true;
+  }
+
+  // Starts this rank's next steps until one has transfers (or a flag) to wait for.
   void enter(int r) {
     RankState& rs = st(r);
     while (rs.step < steps(r).size()) {
       const auto& acts = steps(r)[rs.step].actions;
-      rs.done.assign(acts.size(), false);
-      rs.delivered.assign(acts.size(), 0);
-      rs.know_at_step = rs.know;
-      rs.pending = 0;
-      for (size_t i = 0; i < acts.size(); ++i) {
-        if (is_transfer(acts[i])) {
-          ++rs.pending;
-        } else {
-          run_local(r, rs.step, i);
-          rs.done[i] = true;
+      const bool region = region_ && region_step(r, rs.step);
+      if (!rs.in_step) {
+        rs.in_step = true;
+        rs.cursor = 0;
+        rs.done.assign(acts.size(), false);
+        rs.delivered.assign(acts.size(), 0);
+        rs.know_at_step = rs.know;
+        rs.pending = 0;
+        if (!region) {
+          for (size_t i = 0; i < acts.size(); ++i) {
+            if (is_transfer(acts[i])) {
+              ++rs.pending;
+            } else {
+              run_local(r, rs.step, i);
+              rs.done[i] = true;
+            }
+          }
         }
       }
-      if (rs.pending > 0) return;
+      if (region ? !advance_region(r) : rs.pending > 0) return;
       ++rs.step;
+      rs.in_step = false;
     }
   }
 
@@ -609,6 +832,7 @@ class Checker {
     rs.done[idx] = true;
     if (--rs.pending == 0) {
       ++rs.step;
+      rs.in_step = false;
       enter(r);
     }
   }
@@ -643,6 +867,12 @@ class Checker {
     bool progress = true;
     while (progress) {
       progress = false;
+      for (int r = 0; region_ && r < n_; ++r) {
+        if (finished(r) || !region_step(r, st(r).step)) continue;
+        const size_t step = st(r).step, cursor = st(r).cursor;
+        enter(r);
+        if (st(r).step != step || st(r).cursor != cursor) progress = true;
+      }
       for (int r = 0; r < n_; ++r) {
         bool moved = true;
         while (moved && !finished(r)) {
@@ -665,6 +895,12 @@ class Checker {
       if (++stuck > 8) continue;
       const size_t k = st(r).step;
       const auto& acts = steps(r)[k].actions;
+      if (region_ && region_step(r, k)) {
+        const Action& a = acts[st(r).cursor];
+        waiting += fmt::format("\n  rank {} step {} action {} ({}) waits for rank {}'s flag {} (it raised {})", r, k,
+                               st(r).cursor, action_text(a), a.peer, a.flag, st(a.peer).flag);
+        continue;
+      }
       for (size_t i = 0; i < acts.size(); ++i) {
         if (st(r).done[i]) continue;
         const Ref t = st(r).partner[k][i];
@@ -702,11 +938,45 @@ class Checker {
     }
   }
 
+  // Elements of rank r's recv outside `blocks` must not have been written.
+  void expect_untouched(int r, const Blocks& blocks) {
+    std::vector<std::pair<size_t, size_t>> covered;
+    for (int q = 0; q < n_; ++q) covered.emplace_back(blocks.displ(q), blocks.displ(q) + blocks.count(q));
+    std::sort(covered.begin(), covered.end());
+    size_t at = 0;
+    auto gap = [&](size_t lo, size_t hi) {
+      size_t pos = lo;
+      for (const Run& x : read(r, Range{Buf::recv, lo, hi - lo})) {
+        if (x.index != kUndefined) {
+          fail(fmt::format("rank {} recv[{}] lies outside every block but holds {}", r, pos, value_text(x, 0)));
+        }
+        pos += x.len;
+      }
+    };
+    for (const auto& [lo, hi] : covered) {
+      if (lo > at) gap(at, lo);
+      at = std::max(at, hi);
+    }
+    if (view(r, Buf::recv).size > at) gap(at, view(r, Buf::recv).size);
+  }
+
+  // Block q of rank r's recv, per the blocks of its call, is `first`.. of rank `from`'s input.
+  void expect_block(int r, const Blocks& out, int q, size_t first, int from, size_t want_count) {
+    if (out.count(q) != want_count) {
+      fail(fmt::format("rank {} expects {} elements from rank {}, which sends {}: the calls do not match", r,
+                       out.count(q), q, want_count));
+    }
+    expect(r, out.displ(q), out.count(q), first, uint64_t{1} << from, 0,
+           fmt::format("the block of rank {}", q).c_str());
+  }
+
   void check_outputs() {
     const uint64_t all = n_ == 64 ? ~uint64_t{0} : (uint64_t{1} << n_) - 1;
     const int avg = d_.redop == RedOp::avg ? 1 : 0;
     const size_t c = d_.count;
+    const int root = d_.root;
     for (int r = 0; r < n_; ++r) {
+      const Blocks uniform = Blocks::uniform(desc(r).count, n_);
       switch (d_.op) {
         case OpType::allreduce: expect(r, 0, c, 0, all, avg, "the reduction"); break;
         case OpType::reducescatter:
@@ -717,9 +987,9 @@ class Checker {
             expect(r, static_cast<size_t>(q) * c, c, 0, uint64_t{1} << q, 0, "a gathered block");
           }
           break;
-        case OpType::broadcast: expect(r, 0, c, 0, uint64_t{1} << d_.root, 0, "the root's data"); break;
+        case OpType::broadcast: expect(r, 0, c, 0, uint64_t{1} << root, 0, "the root's data"); break;
         case OpType::reduce:
-          if (r == d_.root) expect(r, 0, c, 0, all, avg, "the reduction");
+          if (r == root) expect(r, 0, c, 0, all, avg, "the reduction");
           break;
         case OpType::barrier:
           if (st(r).know != all) {
@@ -727,6 +997,43 @@ class Checker {
                              ranks_text(all & ~st(r).know)));
           }
           break;
+        case OpType::alltoall:
+          for (int q = 0; q < n_; ++q) expect_block(r, uniform, q, static_cast<size_t>(r) * c, q, c);
+          break;
+        case OpType::alltoallv:
+          for (int q = 0; q < n_; ++q) {
+            const Blocks& theirs = blocks(q).send;
+            expect_block(r, blocks(r).recv, q, theirs.displ(r), q, theirs.count(r));
+          }
+          expect_untouched(r, blocks(r).recv);
+          break;
+        case OpType::gather:
+        case OpType::gatherv:
+          if (r != root) break;
+          for (int q = 0; q < n_; ++q) {
+            expect_block(r, d_.op == OpType::gather ? uniform : blocks(r).recv, q, 0, q, desc(q).count);
+          }
+          if (d_.op == OpType::gatherv) expect_untouched(r, blocks(r).recv);
+          break;
+        case OpType::scatter:
+        case OpType::scatterv: {
+          const Blocks& in = d_.op == OpType::scatter ? Blocks::uniform(desc(root).count, n_) : blocks(root).send;
+          if (in.count(r) != desc(r).count) {
+            fail(fmt::format("the root sends {} elements to rank {}, which expects {}: the calls do not match",
+                             in.count(r), r, desc(r).count));
+          }
+          expect(r, 0, desc(r).count, in.displ(r), uint64_t{1} << root, 0, "its block of the root's data");
+          break;
+        }
+        case OpType::allgatherv:
+          for (int q = 0; q < n_; ++q) expect_block(r, blocks(r).recv, q, 0, q, blocks(q).recv.count(q));
+          expect_untouched(r, blocks(r).recv);
+          break;
+        case OpType::reducescatterv: {
+          const Blocks& in = blocks(r).send;
+          expect(r, 0, in.count(r), in.displ(r), all, avg, "its block of the reduction");
+          break;
+        }
         default: break;
       }
     }
@@ -755,32 +1062,44 @@ class Checker {
     }
   }
 
-  const CollectiveDesc& d_;
+  const std::vector<CollectiveDesc>& descs_;
+  const CollectiveDesc& d_;  // what every rank's call shares: op, N, root, redop, channels
   const std::vector<RankSchedule>& s_;
   int n_;
   std::vector<RankState> ranks_;
+  bool region_ = false;  // some schedule uses the shared region
 };
 
 }  // namespace
 
-std::string check_schedules(const CollectiveDesc& desc, const std::vector<RankSchedule>& schedules) {
+std::string check_schedules(const std::vector<CollectiveDesc>& descs, const std::vector<RankSchedule>& schedules) {
+  if (descs.empty()) return "no calls to check";
   try {
-    Checker(desc, schedules).run();
+    Checker(descs, schedules).run();
   } catch (const Failure& f) {
     return f.what;
   }
   return {};
 }
 
-std::string check_algorithm(const std::string& algorithm, const CollectiveDesc& desc) {
+std::string check_schedules(const CollectiveDesc& desc, const std::vector<RankSchedule>& schedules) {
+  return check_schedules(std::vector<CollectiveDesc>(static_cast<size_t>(std::max(desc.nranks, 1)), desc), schedules);
+}
+
+std::string check_algorithm(const std::string& algorithm, const std::vector<CollectiveDesc>& descs) {
   std::vector<RankSchedule> schedules;
   try {
-    for (int r = 0; r < desc.nranks; ++r) schedules.push_back(build(algorithm, desc, r));
+    for (size_t r = 0; r < descs.size(); ++r) schedules.push_back(build(algorithm, descs[r], static_cast<int>(r)));
   } catch (const Error& e) {
-    return fmt::format("{} {} N={} count={}: building the schedule failed: {}", algorithm,
-                       to_string(desc.op), desc.nranks, desc.count, e.what());
+    const CollectiveDesc& d = descs.front();
+    return fmt::format("{} {} N={} count={}: building the schedule failed: {}", algorithm, to_string(d.op),
+                       d.nranks, d.count, e.what());
   }
-  return check_schedules(desc, schedules);
+  return check_schedules(descs, schedules);
+}
+
+std::string check_algorithm(const std::string& algorithm, const CollectiveDesc& desc) {
+  return check_algorithm(algorithm, std::vector<CollectiveDesc>(static_cast<size_t>(std::max(desc.nranks, 1)), desc));
 }
 
 }  // namespace hoop::schedule

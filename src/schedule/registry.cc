@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "core/errors.h"
+#include "core/op_traits.h"
 #include "schedule/schedule_builders.h"
 
 namespace hoop::schedule {
@@ -18,6 +19,8 @@ struct Entry {
   OpType op;
   const char* name;
   Builder build;
+  // Runs over one shared region instead of links: every rank on one host, shared memory allowed.
+  bool one_region = false;
 };
 
 const std::vector<Entry>& registry() {
@@ -55,8 +58,44 @@ const std::vector<Entry>& registry() {
       {OpType::reduce, "naive", naive_reduce},
       {OpType::broadcast, "naive", naive_broadcast},
       // ---- tree and naive (end) ----
+      // ---- the rest of the collective set (begin) ----
+      {OpType::alltoall, "pairwise", pairwise_alltoall},
+      {OpType::alltoall, "bruck", bruck_alltoall},
+      {OpType::alltoallv, "pairwise", pairwise_alltoall},
+      {OpType::gather, "linear", linear_gather},
+      {OpType::gather, "binomial", binomial_gather},
+      {OpType::gatherv, "linear", linear_gather},
+      {OpType::scatter, "linear", linear_scatter},
+      {OpType::scatter, "binomial", binomial_scatter},
+      {OpType::scatterv, "linear", linear_scatter},
+      {OpType::allgatherv, "ring", ring_allgatherv},
+      {OpType::allgatherv, "pairwise", pairwise_allgatherv},
+      {OpType::reducescatterv, "ring", ring_reducescatterv},
+      {OpType::reducescatterv, "pairwise", pairwise_reducescatterv},
+      // ---- the rest of the collective set (end) ----
+      // ---- shm-direct (begin) ----
+      {OpType::allreduce, kDirectAlgorithm, direct_schedule, true},
+      {OpType::reducescatter, kDirectAlgorithm, direct_schedule, true},
+      {OpType::allgather, kDirectAlgorithm, direct_schedule, true},
+      {OpType::broadcast, kDirectAlgorithm, direct_schedule, true},
+      {OpType::reduce, kDirectAlgorithm, direct_schedule, true},
+      {OpType::barrier, kDirectAlgorithm, direct_schedule, true},
+      // ---- shm-direct (end) ----
   };
   return entries;
+}
+
+// The v-forms' builders read the per-rank blocks: a desc without them cannot be built.
+void require_blocks(const CollectiveDesc& d) {
+  if (!is_vector_op(d.op) || d.blocks) return;
+  throw_error(ErrorCode::invalid_argument, fmt::format("{} needs per-rank counts (CollectiveDesc::blocks)", to_string(d.op)));
+}
+
+const Entry* find(const std::string& algorithm, OpType op) {
+  for (const auto& e : registry()) {
+    if (e.op == op && algorithm == e.name) return &e;
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -69,7 +108,29 @@ std::vector<std::string> algorithms_for(OpType op) {
   return names;
 }
 
+bool runs_here(const std::string& algorithm, OpType op, const Reach& reach) {
+  const Entry* e = find(algorithm, op);
+  return e && (!e->one_region || (reach.one_host && reach.shared_memory));
+}
+
+std::string why_not_here(const std::string& algorithm, OpType op, const Reach& reach) {
+  const Entry* e = find(algorithm, op);
+  if (!e) return fmt::format("'{}' does not implement {}", algorithm, to_string(op));
+  if (e->one_region && !reach.one_host) return fmt::format("{} needs every rank on one host", algorithm);
+  if (e->one_region && !reach.shared_memory) return fmt::format("{} needs shared memory (HOOP_TRANSPORT=tcp)", algorithm);
+  return {};
+}
+
+std::vector<std::string> algorithms_for(OpType op, const Reach& reach) {
+  std::vector<std::string> names;
+  for (const auto& name : algorithms_for(op)) {
+    if (runs_here(name, op, reach)) names.push_back(name);
+  }
+  return names;
+}
+
 RankSchedule build_default(const CollectiveDesc& desc, int rank) {
+  require_blocks(desc);
   for (const auto& e : registry()) {
     if (e.op == desc.op) return e.build(desc, rank);
   }
@@ -78,6 +139,7 @@ RankSchedule build_default(const CollectiveDesc& desc, int rank) {
 
 RankSchedule build(const std::string& algorithm, const CollectiveDesc& desc, int rank) {
   if (algorithm.empty() || algorithm == "auto") return build_default(desc, rank);
+  require_blocks(desc);
   for (const auto& e : registry()) {
     if (e.op == desc.op && algorithm == e.name) return e.build(desc, rank);
   }
@@ -86,19 +148,19 @@ RankSchedule build(const std::string& algorithm, const CollectiveDesc& desc, int
                           to_string(desc.op), fmt::join(algorithms_for(desc.op), ", ")));
 }
 
-namespace {
 const char* buf_name(Buf b) {
   switch (b) {
     case Buf::send: return "send";
     case Buf::recv: return "recv";
     case Buf::scratch: return "scratch";
+    case Buf::region: return "region";
   }
   return "?";
 }
+
 std::string range_text(const Range& r) {
   return fmt::format("{}[{}..{})", buf_name(r.buf), r.offset, r.offset + r.count);
 }
-}  // namespace
 
 std::string to_string(const RankSchedule& s) {
   std::string out = fmt::format("algorithm {} ({} steps, scratch {})\n", s.algorithm,
@@ -127,6 +189,15 @@ std::string to_string(const RankSchedule& s) {
           break;
         case ActionKind::finish_avg:
           out += fmt::format("divide {} by nranks", range_text(a.dst));
+          break;
+        case ActionKind::publish: out += "publish (raise the flag)"; break;
+        case ActionKind::wait_flag: out += fmt::format("wait for rank {}'s flag {}", a.peer, a.flag); break;
+        case ActionKind::read:
+          out += fmt::format("read {} <- rank {} {} at flag {}", range_text(a.dst), a.peer, range_text(a.remote), a.flag);
+          break;
+        case ActionKind::read_reduce:
+          out += fmt::format("read-reduce {} = {} op rank {} {} at flag {}", range_text(a.dst), range_text(a.src),
+                             a.peer, range_text(a.remote), a.flag);
           break;
       }
       out += "\n";

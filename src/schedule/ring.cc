@@ -1,5 +1,7 @@
 // Ring algorithms: AllReduce (ReduceScatter then AllGather around the ring), ReduceScatter and
-// AllGather. Every rank sends to r+1 and receives from r-1.
+// AllGather, and their v-forms on uneven blocks. Every rank sends to r+1 and receives from r-1.
+#include <algorithm>
+
 #include "schedule/schedule_builders.h"
 
 namespace hoop::schedule {
@@ -51,40 +53,44 @@ RankSchedule ring_allreduce(const CollectiveDesc& d, int r, RingPhases phases) {
   return s;
 }
 
-RankSchedule ring_reducescatter(const CollectiveDesc& d, int r) {
+namespace {
+
+// Ring ReduceScatter over the blocks of the send buffer: rank r ends with the reduction of
+// block r in recv.
+RankSchedule ring_reducescatter_of(const CollectiveDesc& d, int r, const Blocks& in) {
   RankSchedule s;
   s.algorithm = "ring";
   const int n = d.nranks;
-  const size_t c = d.count;  // elements per rank
-  auto input = [&](int i) { return Range{Buf::send, static_cast<size_t>(i) * c, c}; };
-  const Range out{Buf::recv, 0, c};
+  const Range out{Buf::recv, 0, in.count(r)};
   if (n == 1) {
-    if (!d.in_place) s.steps.push_back({{local_copy(input(0), out)}});
+    if (!d.in_place) s.steps.push_back({{local_copy(in.range(Buf::send, 0), out)}});
     return s;
   }
   const int right = wrap(r + 1, n), left = wrap(r - 1, n);
+  const size_t most = *std::max_element(in.counts.begin(), in.counts.end());
   // Partial sums alternate between two scratch slots: at step k the send reads the slot written
   // at step k-1 while the receive writes the other one. The last step reduces into recv.
-  auto slot = [&](int k) { return Range{Buf::scratch, static_cast<size_t>(k % 2) * c, c}; };
+  auto slot = [&](int k, int block) { return Range{Buf::scratch, static_cast<size_t>(k % 2) * most, in.count(block)}; };
   for (int k = 0; k < n - 1; ++k) {
     const int sc = wrap(r - k - 1, n), rc = wrap(r - k - 2, n);
     Step step;
-    step.actions.push_back(send_to(right, k == 0 ? input(sc) : slot(k - 1)));
-    step.actions.push_back(recv_reduce_from(left, input(rc), k == n - 2 ? out : slot(k)));
+    step.actions.push_back(send_to(right, k == 0 ? in.range(Buf::send, sc) : slot(k - 1, sc)));
+    step.actions.push_back(recv_reduce_from(left, in.range(Buf::send, rc), k == n - 2 ? out : slot(k, rc)));
     s.steps.push_back(std::move(step));
   }
-  s.scratch_count = n > 2 ? 2 * c : 0;
+  s.scratch_count = n > 2 ? 2 * most : 0;
   if (d.redop == RedOp::avg) s.steps.push_back({{finish_avg(out)}});
   return s;
 }
 
-RankSchedule ring_allgather(const CollectiveDesc& d, int r) {
+// Ring AllGather into the blocks of the recv buffer: rank r's input (block r's count) lands in
+// block r on every rank.
+RankSchedule ring_allgather_of(const CollectiveDesc& d, int r, const Blocks& out) {
   RankSchedule s;
   s.algorithm = "ring";
   const int n = d.nranks;
-  const size_t c = d.count;  // elements per rank
-  auto block = [&](int i) { return Range{Buf::recv, static_cast<size_t>(i) * c, c}; };
-  const Range mine{Buf::send, 0, c};
+  const Range mine{Buf::send, 0, out.count(r)};
+  auto block = [&](int i) { return out.range(Buf::recv, wrap(i, n)); };
   if (n == 1) {
     if (!d.in_place) s.steps.push_back({{local_copy(mine, block(0))}});
     return s;
@@ -93,11 +99,25 @@ RankSchedule ring_allgather(const CollectiveDesc& d, int r) {
   for (int k = 0; k < n - 1; ++k) {
     Step step;
     if (k == 0 && !d.in_place) step.actions.push_back(local_copy(mine, block(r)));
-    step.actions.push_back(send_to(right, k == 0 ? mine : block(wrap(r - k, n))));
-    step.actions.push_back(recv_copy_from(left, block(wrap(r - k - 1, n))));
+    step.actions.push_back(send_to(right, k == 0 ? mine : block(r - k)));
+    step.actions.push_back(recv_copy_from(left, block(r - k - 1)));
     s.steps.push_back(std::move(step));
   }
   return s;
 }
+
+}  // namespace
+
+RankSchedule ring_reducescatter(const CollectiveDesc& d, int r) {
+  return ring_reducescatter_of(d, r, Blocks::uniform(d.count, d.nranks));
+}
+
+RankSchedule ring_allgather(const CollectiveDesc& d, int r) {
+  return ring_allgather_of(d, r, Blocks::uniform(d.count, d.nranks));
+}
+
+RankSchedule ring_reducescatterv(const CollectiveDesc& d, int r) { return ring_reducescatter_of(d, r, d.blocks->send); }
+
+RankSchedule ring_allgatherv(const CollectiveDesc& d, int r) { return ring_allgather_of(d, r, d.blocks->recv); }
 
 }  // namespace hoop::schedule

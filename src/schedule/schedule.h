@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,8 +15,9 @@
 namespace hoop::schedule {
 
 // The buffers an action may name. `send` and `recv` are the user's buffers; `scratch` is
-// engine-owned memory of RankSchedule::scratch_count elements.
-enum class Buf : uint8_t { send, recv, scratch };
+// engine-owned memory of RankSchedule::scratch_count elements; `region` is the rank's window in
+// the shared region of one host (RankSchedule::region_count elements), which its peers read.
+enum class Buf : uint8_t { send, recv, scratch, region };
 
 struct Range {
   Buf buf = Buf::send;
@@ -29,6 +31,13 @@ enum class ActionKind : uint8_t {
   recv_reduce,  // dst = op(src, received from `peer`), element-wise; src may equal dst
   copy,         // dst = src (local)
   finish_avg,   // dst /= nranks (local; the last step of an average)
+  // Shared-region actions (shm-direct): one-sided, over memory the ranks of a host share. A
+  // step holding them holds no send or receive, and its actions run one after another, in the
+  // order listed, each waiting for what it names.
+  publish,      // raise this rank's flag by one: what it wrote before is now readable
+  wait_flag,    // wait until `peer`'s flag reaches `flag`
+  read,         // dst = `remote` of `peer` (its region, send or recv), once its flag reaches `flag`
+  read_reduce,  // dst = op(src, `remote` of `peer`), once its flag reaches `flag`
 };
 
 struct Action {
@@ -46,6 +55,11 @@ struct Action {
   // are not bitwise commutative (NaN payloads, min/max of -0.0/+0.0 or NaN), so when both
   // sides of an exchange reduce the same pair they must agree on which operand comes first.
   bool received_first = false;
+  // read / read_reduce: the range of `peer`'s buffers read (`peer` may be this rank: its own
+  // region or buffers, with flag 0). wait_flag / read / read_reduce: the flag value waited for
+  // (the peer's flag-th publish; every flag counts from 0 at the start of the operation).
+  Range remote;
+  uint32_t flag = 0;
 };
 
 // The actions of one step run concurrently; a step starts when the previous one is complete.
@@ -58,6 +72,24 @@ struct RankSchedule {
   std::string algorithm;
   std::vector<Step> steps;
   size_t scratch_count = 0;  // elements of scratch needed
+  size_t region_count = 0;   // elements of this rank's shared-region window (shm-direct)
+};
+
+// The shared-region window of shm-direct, in elements of the type moved: which path a call
+// takes (cells, pipelined slots or single copy) and how the slots are cut. From the HOOP_DIRECT_*
+// tunables and the element size (comm), or defaults() for tests and tools.
+struct RegionShape {
+  size_t cell_elements = 0;   // inputs of up to this many elements go through one cell per rank
+  size_t chunk_elements = 0;  // one pipelined slot per rank and stage
+  size_t stages = 2;          // slots (chunks in flight) per rank
+  size_t align_elements = 1;  // the parts of a chunk that ranks reduce are cut at multiples of this
+  // Peers read each other's own buffers (no slot) for AllReduce and Broadcast buffers of at least
+  // single_copy_elements (ReduceScatter, AllGather: N blocks), AllReduce also needing
+  // single_copy_allreduce_elements; 0: never (also where the kernel forbids process_vm_readv).
+  size_t single_copy_elements = 0;
+  size_t single_copy_allreduce_elements = 0;
+  size_t single_copy_part_elements = 0;  // what a single-copy reduction reads per peer at once
+  static RegionShape defaults();         // 64-element cells, 32 Ki-element slots, 2 stages
 };
 
 // Where the ranks run: host_of_rank[r] is the index (0..nhosts-1, numbered in order of first
@@ -70,17 +102,51 @@ struct Topology {
   static Topology from_host_ids(const std::vector<std::string>& host_ids);
 };
 
+// Where each rank's block lies in one buffer, in elements: block j is counts[j] elements at
+// displs[j] (both of nranks entries).
+struct Blocks {
+  std::vector<size_t> counts;
+  std::vector<size_t> displs;
+  size_t count(int j) const { return counts[static_cast<size_t>(j)]; }
+  size_t displ(int j) const { return displs[static_cast<size_t>(j)]; }
+  Range range(Buf b, int j) const { return Range{b, displ(j), count(j)}; }
+  size_t extent() const;  // the end of the last-ending block
+  size_t total() const;   // the sum of the counts
+  // counts with packed displacements (block j right after block j-1; a displacement beyond
+  // SIZE_MAX saturates, for argument checks to refuse).
+  static Blocks packed(std::vector<size_t> counts);
+  // nranks blocks of `count` elements, packed.
+  static Blocks uniform(size_t count, int nranks);
+};
+
+// The blocks a v-form's call names on this rank (MPI's rule: a rank knows only what its own
+// arguments say, so these differ between ranks for alltoallv, gatherv and scatterv):
+//  alltoallv: send block j goes to rank j; recv block j comes from rank j;
+//  gatherv: recv block j (root only) receives rank j's desc.count elements;
+//  scatterv: send block j (root only) goes to rank j, which receives desc.count elements;
+//  allgatherv: recv block j is rank j's (every rank), its input recv.count(rank) elements;
+//  reducescatterv: send block j (packed, every rank) is reduced into rank j's recv.
+struct BlockLayout {
+  Blocks send, recv;
+};
+
 // What a collective call asks for, independent of buffers' addresses.
 struct CollectiveDesc {
   OpType op = OpType::allreduce;
   size_t count = 0;  // allreduce/broadcast/reduce: elements; reducescatter: recvcount;
-                     // allgather: sendcount; send/recv: elements
+                     // allgather: sendcount; send/recv: elements; alltoall, gather, scatter:
+                     // elements per block; gatherv: sendcount; scatterv: recvcount;
+                     // allgatherv, reducescatterv: the sum of the counts; alltoallv: the
+                     // sum of the send counts
   int nranks = 1;
-  int root = 0;      // broadcast/reduce root; send/recv peer
+  int root = 0;      // broadcast/reduce/gather(v)/scatter(v) root; send/recv peer
   RedOp redop = RedOp::sum;
   bool in_place = false;
   const Topology* topology = nullptr;  // null: every rank on one host
   int nchannels = 1;                   // parallel links per peer a builder may spread over
+  // The v-forms' blocks (null for the other collectives: a desc stays cheap to copy).
+  std::shared_ptr<const BlockLayout> blocks;
+  RegionShape region;  // shm-direct's window (chunk_elements 0: RegionShape::defaults())
 };
 
 // A contiguous split of `count` elements into `parts` chunks whose sizes differ by at most one.
@@ -176,12 +242,67 @@ inline constexpr size_t kMinElementsPerChannel = 4096;
 
 // ---- halving-doubling, recursive-doubling, hierarchical, multi-channel (end) --------------
 
+// ---- the rest of the collective set (begin) ------------------------------------------------
+
+// AllToAll(v), pairwise: the own block is a local copy; at step k (1..N-1) rank r sends its block
+// for r+k and receives the block of r-k. In place (AllToAll) the input is first copied to scratch.
+RankSchedule pairwise_alltoall(const CollectiveDesc& desc, int rank);
+// AllToAll, Bruck: ceil(log2 N) steps; at step k every block whose (rotated) index has bit k
+// set moves 2^k ranks on, through two scratch copies of the buffer (see alltoall.cc).
+RankSchedule bruck_alltoall(const CollectiveDesc& desc, int rank);
+// Gather(v) / Scatter(v), linear: the root receives from (sends to) every rank at once.
+RankSchedule linear_gather(const CollectiveDesc& desc, int rank);
+RankSchedule linear_scatter(const CollectiveDesc& desc, int rank);
+// Gather / Scatter, binomial tree over ranks relative to the root: ceil(log2 N) steps, inner
+// ranks forward their subtree's blocks through scratch (see gather_scatter.cc).
+RankSchedule binomial_gather(const CollectiveDesc& desc, int rank);
+RankSchedule binomial_scatter(const CollectiveDesc& desc, int rank);
+// Ring AllGatherv and ReduceScatterv: ring_allgather and ring_reducescatter on uneven blocks.
+RankSchedule ring_allgatherv(const CollectiveDesc& desc, int rank);
+RankSchedule ring_reducescatterv(const CollectiveDesc& desc, int rank);
+// AllGatherv pairwise: at step k rank r sends its block to r+k and receives r-k's.
+RankSchedule pairwise_allgatherv(const CollectiveDesc& desc, int rank);
+// ReduceScatterv pairwise: at step k rank r sends block r+k to r+k and reduces r-k's copy of
+// its own block into recv (one rank reduces each block, in a fixed order).
+RankSchedule pairwise_reducescatterv(const CollectiveDesc& desc, int rank);
+
+// ---- the rest of the collective set (end) --------------------------------------------------
+
+// ---- shm-direct (begin) ---------------------------------------------------------------------
+
+// The ranks of one host read one another's published data in a shared region (see direct.cc):
+// small inputs through one cell per rank (each rank reduces or copies every cell, in rank
+// order), large ones through pipelined slots (each rank reduces its part of a chunk reading
+// every slot, then copies the others' parts), or straight from the peers' buffers (single copy).
+RankSchedule direct_schedule(const CollectiveDesc& desc, int rank);
+inline constexpr const char* kDirectAlgorithm = "shm-direct";
+
+// ---- shm-direct (end) -----------------------------------------------------------------------
+
+// What joins the ranks of a call, for the algorithms that need more than links.
+struct Reach {
+  bool one_host = true;       // every rank of the communicator on this host
+  bool shared_memory = true;  // shared memory allowed between them (HOOP_TRANSPORT is not tcp)
+};
+// Whether `algorithm` can run `op` with this reach (the one place that says so); false for an
+// unknown name or one that does not implement `op`.
+bool runs_here(const std::string& algorithm, OpType op, const Reach& reach);
+// Why not, for messages ("" when it does).
+std::string why_not_here(const std::string& algorithm, OpType op, const Reach& reach);
+// The algorithms of `op` that can run with this reach.
+std::vector<std::string> algorithms_for(OpType op, const Reach& reach);
+
 // The default algorithm for a collective (until the tuner picks among several).
 RankSchedule build_default(const CollectiveDesc& desc, int rank);
 // By name ("ring", "chain", ...); throws hoop::Error{invalid_argument} for an unknown name or
 // one that does not implement desc.op.
 RankSchedule build(const std::string& algorithm, const CollectiveDesc& desc, int rank);
 std::vector<std::string> algorithms_for(OpType op);
+
+// "send", "recv" or "scratch".
+const char* buf_name(Buf b);
+// A range as schedules print it: "recv[4..8)".
+std::string range_text(const Range& r);
 
 // Human-readable listing (for tools and test failure messages).
 std::string to_string(const RankSchedule& s);

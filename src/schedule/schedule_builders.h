@@ -45,4 +45,18 @@ inline Action finish_avg(Range dst) {
   return a;
 }
 
+// Shared-region actions (shm-direct).
+inline Action publish() { return Action{.kind = ActionKind::publish}; }
+inline Action wait_flag(int peer, uint32_t flag) {
+  return Action{.kind = ActionKind::wait_flag, .peer = peer, .flag = flag};
+}
+// dst = `remote` of `peer`, once its flag reaches `flag`.
+inline Action read_from(int peer, uint32_t flag, Range remote, Range dst) {
+  return Action{.kind = ActionKind::read, .peer = peer, .dst = dst, .remote = remote, .flag = flag};
+}
+// dst = op(local, `remote` of `peer`), once its flag reaches `flag`.
+inline Action read_reduce_from(int peer, uint32_t flag, Range remote, Range local, Range dst) {
+  return Action{.kind = ActionKind::read_reduce, .peer = peer, .src = local, .dst = dst, .remote = remote, .flag = flag};
+}
+
 }  // namespace hoop::schedule

@@ -30,7 +30,7 @@ std::optional<std::string> validate_frame(const FrameHeader& h) {
   if (h.version != kFrameVersion) {
     return fmt::format("unsupported frame version {} (expected {})", h.version, kFrameVersion);
   }
-  if (h.op > static_cast<uint8_t>(OpType::recv)) {
+  if (h.op > static_cast<uint8_t>(OpType::reducescatterv)) {
     return fmt::format("unknown op {} in frame", h.op);
   }
   if (!is_valid(static_cast<DataType>(h.dtype))) {

@@ -27,7 +27,7 @@ struct FrameHeader {
   uint64_t count = 0;   // the op's element count argument
   uint64_t payload_bytes = 0;  // bytes that follow on this link for this op (before padding)
   uint64_t comm_id = 0;
-  uint64_t reserved1 = 0;
+  int64_t tag = 0;     // point-to-point messages: the send's tag
 };
 static_assert(sizeof(FrameHeader) == 64);
 

@@ -15,6 +15,7 @@
 #include "core/errors.h"
 #include "core/hash.h"
 #include "core/log.h"
+#include "core/params.h"
 #include "kernels/reduce.h"
 
 namespace hoop::tuner {
@@ -147,10 +148,7 @@ CostModel agree_on_model(Communicator& comm, Store& store, const std::string& ke
   CostModel model;
   const auto start = Clock::now();
   if (comm.rank() == 0) {
-    const std::string mode = env::get_or("HOOP_CALIBRATE", "1");
-    if (mode != "0" && mode != "force" && mode != "1") {
-      HOOP_WARN("HOOP_CALIBRATE={} is not 0, 1 or force: calibrating as with 1", mode);
-    }
+    const std::string mode = *params::text(params::Id::calibrate);  // 0, 1 or force
     const std::string path = calibration_cache_path(host_id);
     // Rank 0's own class needs are what it can measure: a class without a partner is left at
     // its default.

@@ -8,12 +8,12 @@ namespace {
 // shared memory, then reads the others' slices: two synchronisations, no forwarding.
 Prediction shm_direct(const schedule::CollectiveDesc& d, size_t elem, const LinkView& links, const CostModel& m) {
   Prediction p;
-  for (int r = 1; r < d.nranks; ++r) {
-    if (links.between(0, r) != LinkClass::shm) {
-      p.why_not = "shm-direct needs every rank on one host";
-      return p;
-    }
-  }
+  schedule::Reach reach;
+  reach.shared_memory = links.force != LinkView::Force::tcp;
+  for (int r = 1; r < d.nranks; ++r) reach.one_host = reach.one_host && links.host_of(r) == links.host_of(0);
+  if (links.force == LinkView::Force::shm) reach.one_host = true;
+  p.why_not = schedule::why_not_here(schedule::kDirectAlgorithm, d.op, reach);
+  if (!p.why_not.empty()) return p;
   const double n = d.nranks, e = static_cast<double>(elem);
   const LinkCost& l = m.shm;
   double bytes = static_cast<double>(d.count) * e;  // the per-rank buffer
@@ -37,8 +37,7 @@ Prediction shm_direct(const schedule::CollectiveDesc& d, size_t elem, const Link
       reduced = (n - 1) / n * bytes;
       syncs = 2;
       break;
-    case OpType::barrier: break;  // one synchronisation, no data
-    default: p.why_not = "shm-direct does not implement this collective"; return p;
+    default: break;  // barrier: one synchronisation, no data
   }
   p.applicable = true;
   // A shm-direct synchronisation is a flag stored and read in shared memory, not a framed
@@ -58,7 +57,7 @@ Prediction shm_direct(const schedule::CollectiveDesc& d, size_t elem, const Link
 
 std::optional<Prediction> predict_fast_path(const std::string& name, const schedule::CollectiveDesc& desc,
                                             size_t elem_bytes, const LinkView& links, const CostModel& model) {
-  if (name == "shm-direct") return shm_direct(desc, elem_bytes, links, model);
+  if (name == schedule::kDirectAlgorithm) return shm_direct(desc, elem_bytes, links, model);
   return std::nullopt;
 }
 

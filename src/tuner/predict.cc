@@ -1,12 +1,17 @@
 #include "tuner/predict.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <unordered_map>
 
+#include "core/op_traits.h"
 #include "hoop/error.h"
+#include "tuner/step_cost.h"
 
 namespace hoop::tuner {
 
@@ -106,14 +111,35 @@ class Evaluator {
  private:
   double bytes(const schedule::Range& range) const { return static_cast<double>(range.count) * elem_; }
 
+  // The connection of `key` in a step, if it has one yet: a linear search over a step's few
+  // connections, an index once a step has many (the root of a naive algorithm talks to all).
+  static Conn* find_conn(std::vector<Conn>& conns, std::unordered_map<uint64_t, size_t>& index, uint64_t key,
+                         const Action& a) {
+    constexpr size_t kIndexFrom = 16;
+    if (index.empty() && conns.size() >= kIndexFrom) {
+      for (size_t i = 0; i < conns.size(); ++i) index.emplace(conn_key(conns[i].peer, conns[i].channel, conns[i].out), i);
+    }
+    if (!index.empty()) {
+      auto it = index.find(key);
+      return it == index.end() ? nullptr : &conns[it->second];
+    }
+    const bool out = a.kind == ActionKind::send;
+    auto it = std::find_if(conns.begin(), conns.end(), [&](const Conn& c) {
+      return c.peer == a.peer && c.channel == a.channel && c.out == out;
+    });
+    return it == conns.end() ? nullptr : &*it;
+  }
+
   void profile(int r, RankInfo& ri) {
     std::unordered_map<uint64_t, uint32_t> counter;
+    std::unordered_map<uint64_t, size_t> conn_index;
     ri.steps.resize(ri.sched.steps.size());
     ri.ordinal.resize(ri.sched.steps.size());
     ri.lag.assign(ri.sched.steps.size(), -1);
     for (size_t k = 0; k < ri.sched.steps.size(); ++k) {
       StepProfile& sp = ri.steps[k];
       auto& ord = ri.ordinal[k];
+      conn_index.clear();
       for (const Action& a : ri.sched.steps[k].actions) {
         const bool out = a.kind == ActionKind::send;
         const bool in = is_recv(a.kind);
@@ -127,13 +153,12 @@ class Evaluator {
         const double b = out ? bytes(a.src) : bytes(a.dst);
         if (a.kind == ActionKind::recv_reduce) sp.local_seconds += b * m_.gamma;
         const LinkClass cls = links_.between(r, a.peer);
-        auto it = std::find_if(sp.conns.begin(), sp.conns.end(), [&](const Conn& c) {
-          return c.peer == a.peer && c.channel == a.channel && c.out == out;
-        });
-        if (it == sp.conns.end()) {
-          sp.conns.push_back({a.peer, a.channel, out, cls, b});
+        const uint64_t key = conn_key(a.peer, a.channel, out);
+        if (Conn* c = find_conn(sp.conns, conn_index, key, a)) {
+          c->bytes += b;
         } else {
-          it->bytes += b;
+          if (!conn_index.empty()) conn_index.emplace(key, sp.conns.size());
+          sp.conns.push_back({a.peer, a.channel, out, cls, b});
         }
         if (cls == LinkClass::tcp) (out ? sp.tcp_out : sp.tcp_in) += b;
       }
@@ -161,32 +186,11 @@ class Evaluator {
   }
 
   double step_seconds(int r, int k) {
-    RankInfo& ri = info(r);
-    const StepProfile& sp = ri.steps[static_cast<size_t>(k)];
-    double comm = 0;
-    // Per class and direction: messages and bytes of this rank.
-    double msgs[2][2] = {{0, 0}, {0, 0}}, total[2][2] = {{0, 0}, {0, 0}};
-    for (const Conn& c : sp.conns) {
-      const LinkCost& l = m_.link(c.cls);
-      comm = std::max(comm, l.alpha + c.bytes / l.beta);
-      const int ci = c.cls == LinkClass::shm ? 0 : 1, di = c.out ? 1 : 0;
-      msgs[ci][di] += 1;
-      total[ci][di] += c.bytes;
-    }
-    for (int ci = 0; ci < 2; ++ci) {
-      const LinkClass cls = ci == 0 ? LinkClass::shm : LinkClass::tcp;
-      const LinkCost& l = m_.link(cls);
-      std::pair<double, double> host{0, 0};
-      if (cls == LinkClass::tcp && (msgs[1][0] > 0 || msgs[1][1] > 0)) host = host_tcp(r, k);
-      for (int di = 0; di < 2; ++di) {
-        if (msgs[ci][di] == 0) continue;
-        const double endpoint_bytes = cls == LinkClass::shm ? total[ci][di] : (di == 1 ? host.first : host.second);
-        const double t = l.alpha * (1 + (msgs[ci][di] - 1) * m_.overhead_fraction) +
-                         std::max(endpoint_bytes, total[ci][di]) / l.endpoint_beta;
-        comm = std::max(comm, t);
-      }
-    }
-    return comm + sp.local_seconds;
+    const StepProfile& sp = info(r).steps[static_cast<size_t>(k)];
+    const std::span<const Conn> conns(sp.conns);
+    std::pair<double, double> host{0, 0};
+    if (any_tcp_conn(conns)) host = host_tcp(r, k);
+    return step_price(conns, host.first, host.second, sp.local_seconds, m_);
   }
 
   // Extra wait of step k of rank r for senders that forward what they receive: the pipeline
@@ -262,7 +266,8 @@ struct Sample {
   bool sampled = false;
 };
 
-Sample choose_sample(int n, int root, const LinkView& links) {
+Sample choose_sample(int n, int root, const LinkView& links, Walk walk) {
+  const int all_up_to = walk == Walk::every_rank ? n : kEvaluateAllUpTo;
   Sample s;
   std::map<int, std::vector<int>> by_host;
   for (int r = 0; r < n; ++r) by_host[links.host_of(r)].push_back(r);
@@ -270,7 +275,7 @@ Sample choose_sample(int n, int root, const LinkView& links) {
   auto add_host = [&](int h) {
     if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
   };
-  if (n <= kEvaluateAllUpTo) {
+  if (n <= all_up_to) {
     for (const auto& [h, rs] : by_host) add_host(h);
   } else {
     s.sampled = true;
@@ -287,8 +292,8 @@ Sample choose_sample(int n, int root, const LinkView& links) {
   }
   for (int h : hosts) {
     const auto& all = by_host[h];
-    std::vector<int> picked = n <= kEvaluateAllUpTo ? all : spread(all, kMaxPerHost);
-    if (n > kEvaluateAllUpTo && by_host.size() == 1) {
+    std::vector<int> picked = n <= all_up_to ? all : spread(all, kMaxPerHost);
+    if (n > all_up_to && by_host.size() == 1) {
       // One big host: spread over it, and the ranks around 0, N-1 and the root.
       picked = spread(all, kSampleTarget);
       for (int r : {root - 1, root, root + 1, 1, n - 2}) {
@@ -312,6 +317,7 @@ Prediction evaluate(Evaluator& ev, const Sample& sample, const LinkView& links, 
   for (int r : sample.ranks) {
     const RankInfo& ri = ev.info(r);
     const double t = ev.rank_seconds(r);
+    p.rank_seconds.emplace_back(r, t);
     if (p.critical_rank < 0 || t > p.seconds) {
       p.seconds = t;
       p.critical_rank = r;
@@ -342,9 +348,15 @@ Prediction evaluate(Evaluator& ev, const Sample& sample, const LinkView& links, 
 }  // namespace
 
 Prediction predict(const std::string& name, const schedule::CollectiveDesc& desc, size_t elem_bytes,
-                   const LinkView& links, const CostModel& model) {
-  const bool rooted = desc.op == OpType::broadcast || desc.op == OpType::reduce;
-  const Sample sample = choose_sample(desc.nranks, rooted ? desc.root : 0, links);
+                   const LinkView& links, const CostModel& model, Walk walk) {
+  if (has_per_rank_count(desc.op)) {
+    // Every rank's schedule would be built from this rank's counts, which only it knows.
+    Prediction p;
+    p.why_not = fmt::format("{} is not priced: its counts differ between ranks", to_string(desc.op));
+    return p;
+  }
+  const bool rooted = has_root(desc.op);
+  const Sample sample = choose_sample(desc.nranks, rooted ? desc.root : 0, links, walk);
   Evaluator ev(desc.nranks, [&](int r) { return schedule::build(name, desc, r); }, elem_bytes, links, model);
   try {
     return evaluate(ev, sample, links, elem_bytes);
@@ -358,7 +370,7 @@ Prediction predict(const std::string& name, const schedule::CollectiveDesc& desc
 Prediction predict_schedules(const std::vector<schedule::RankSchedule>& ranks, size_t elem_bytes,
                              const LinkView& links, const CostModel& model) {
   const int n = static_cast<int>(ranks.size());
-  Sample sample = choose_sample(n, 0, links);
+  Sample sample = choose_sample(n, 0, links, Walk::sampled);
   Evaluator ev(n, [&](int r) { return ranks.at(static_cast<size_t>(r)); }, elem_bytes, links, model);
   return evaluate(ev, sample, links, elem_bytes);
 }

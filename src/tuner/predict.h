@@ -19,6 +19,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "schedule/schedule.h"
 #include "tuner/cost_model.h"
@@ -45,12 +47,17 @@ struct Prediction {
   uint64_t max_host_tcp_bytes = 0;   // most bytes one host sends over tcp (evaluated hosts)
   int ranks_evaluated = 0;
   bool sampled = false;      // true when not every rank was evaluated
+  std::vector<std::pair<int, double>> rank_seconds;  // each evaluated rank's time
 };
+
+// Which ranks the walk evaluates: the sample above beyond 64 ranks (the tuner), or every rank
+// (hoop-sim --exact, and the reference the symmetric forms are tested against).
+enum class Walk { sampled, every_rank };
 
 // Prices algorithm `name` for `desc` with elements of `elem_bytes` bytes. Never throws for an
 // algorithm that does not apply: applicable is false then.
 Prediction predict(const std::string& name, const schedule::CollectiveDesc& desc, size_t elem_bytes,
-                   const LinkView& links, const CostModel& model);
+                   const LinkView& links, const CostModel& model, Walk walk = Walk::sampled);
 
 // The same for an already built set of schedules (all ranks): for tests on hand-made schedules.
 Prediction predict_schedules(const std::vector<schedule::RankSchedule>& ranks, size_t elem_bytes,

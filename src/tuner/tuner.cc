@@ -4,8 +4,10 @@
 
 #include <bit>
 
+#include "core/op_traits.h"
 #include "hoop/error.h"
 #include "tuner/fast_paths.h"
+#include "tuner/symmetric_forms.h"
 
 namespace hoop::tuner {
 
@@ -26,8 +28,11 @@ bool any_tcp(const LinkView& links, int nranks) {
 }
 
 // Whether the algorithm spreads over channels at all (else more channels change nothing).
-bool uses_channels(const std::string& name, schedule::CollectiveDesc desc, int k) {
+bool uses_channels(const std::string& name, schedule::CollectiveDesc desc, int k, Pricing how) {
   desc.nchannels = k;
+  if (how == Pricing::symmetric) {
+    if (auto known = symmetric_uses_channels(name, desc)) return *known;
+  }
   try {
     const auto s = schedule::build(name, desc, 0);
     for (const auto& step : s.steps)
@@ -56,12 +61,12 @@ std::vector<Candidate> Tuner::price_all(const schedule::CollectiveDesc& desc, si
       schedule::CollectiveDesc d = desc;
       d.topology = &topology_;
       d.nchannels = k;
-      if (k > 1 && !forced_channels && !uses_channels(name, d, k)) continue;
+      if (k > 1 && !forced_channels && !uses_channels(name, d, k, pricing_)) continue;
       Candidate c{name, k, {}};
       if (auto fast = predict_fast_path(name, d, elem_bytes, view, model_)) {
         c.prediction = *fast;
       } else {
-        c.prediction = predict(name, d, elem_bytes, view, model_);
+        c.prediction = price(pricing_, name, d, elem_bytes, view, model_);
       }
       out.push_back(std::move(c));
     }
@@ -101,7 +106,7 @@ Choice Tuner::best(const std::vector<Candidate>& priced) {
 Choice Tuner::choose(const schedule::CollectiveDesc& desc, size_t elem_bytes, const std::vector<std::string>& names,
                      std::optional<int> forced_channels) {
   const size_t rep = count_bucket_representative(desc.count);
-  const bool rooted = desc.op == OpType::broadcast || desc.op == OpType::reduce;
+  const bool rooted = has_root(desc.op);
   const auto key = std::make_tuple(static_cast<int>(desc.op), elem_bytes, rep, desc.nranks,
                                    !rooted || desc.root == 0, forced_channels.value_or(0),
                                    fmt::format("{}", fmt::join(names, ",")));

@@ -14,6 +14,7 @@
 
 #include "tuner/cost_model.h"
 #include "tuner/predict.h"
+#include "tuner/pricing.h"
 
 namespace hoop::tuner {
 
@@ -40,6 +41,8 @@ class Tuner {
   const CostModel& model() const { return model_; }
   LinkView links() const { return LinkView{&topology_, force_}; }
   const schedule::Topology& topology() const { return topology_; }
+  // How candidates are priced (pricing.h): the sampled walk unless told otherwise (hoop-sim).
+  void set_pricing(Pricing how) { pricing_ = how; }
 
   // Every (algorithm, channels) priced for desc as given (its count is used as is), in the
   // order of `names`, then channels. forced_channels: only that channel count.
@@ -60,6 +63,7 @@ class Tuner {
   CostModel model_;
   schedule::Topology topology_;
   LinkView::Force force_;
+  Pricing pricing_ = Pricing::sampled_walk;
   std::mutex mu_;
   std::map<std::tuple<int, size_t, size_t, int, bool, int, std::string>, Choice> cache_;
 };

@@ -77,6 +77,15 @@ int64_t now_ns() {
 
 namespace {
 
+// Moves the complete lines of `partial` (without their '\n') to `lines`, keeping the rest.
+void take_lines(std::string& partial, std::vector<std::string>& lines) {
+  size_t pos;
+  while ((pos = partial.find('\n')) != std::string::npos) {
+    lines.push_back(partial.substr(0, pos));
+    partial.erase(0, pos + 1);
+  }
+}
+
 int listen_loopback(uint16_t* port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
@@ -94,11 +103,13 @@ int listen_loopback(uint16_t* port) {
   return fd;
 }
 
-// The store process: serves until its parent kills it.
-pid_t start_store_process(int listen_fd) {
+// The store process (with the ranks' environment, HOOP_SECRET included): serves until its
+// parent kills it.
+pid_t start_store_process(int listen_fd, const SpawnOptions& opts) {
   pid_t pid = ::fork();
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    for (auto& [k, v] : opts.env) ::setenv(k.c_str(), v.c_str(), 1);
     auto server = TcpStoreServer::from_listening_fd(listen_fd);
     for (;;) ::pause();
   }
@@ -114,7 +125,7 @@ std::vector<RankResult> run_ranks(int n, const std::function<void(RankContext&)>
   uint16_t port = 0;
   int listen_fd = listen_loopback(&port);
   if (listen_fd < 0) throw std::runtime_error("run_ranks: cannot listen on loopback");
-  pid_t store_pid = start_store_process(listen_fd);
+  pid_t store_pid = start_store_process(listen_fd, opts);
   ::close(listen_fd);
 
   const std::string job = unique_job_id();
@@ -178,11 +189,7 @@ std::vector<RankResult> run_ranks(int n, const std::function<void(RankContext&)>
         continue;
       }
       partial[r].append(buf, static_cast<size_t>(got));
-      size_t pos;
-      while ((pos = partial[r].find('\n')) != std::string::npos) {
-        results[r].reports.push_back(partial[r].substr(0, pos));
-        partial[r].erase(0, pos + 1);
-      }
+      take_lines(partial[r], results[r].reports);
     }
     for (int r = 0; r < n; ++r) {
       if (done[r]) continue;
@@ -211,7 +218,8 @@ std::vector<RankResult> run_ranks(int n, const std::function<void(RankContext&)>
     char buf[4096];
     ssize_t got;
     while (!eof[r] && (got = ::read(report_fds[r], buf, sizeof buf)) > 0) partial[r].append(buf, got);
-    if (!partial[r].empty()) results[r].reports.push_back(partial[r]);
+    take_lines(partial[r], results[r].reports);
+    if (!partial[r].empty()) results[r].reports.push_back(partial[r]);  // a last line without '\n'
     ::close(report_fds[r]);
   }
   ::kill(store_pid, SIGKILL);

@@ -41,7 +41,8 @@ struct RankResult {
 
 struct SpawnOptions {
   std::chrono::seconds timeout{180};  // the parent kills every rank after this
-  // Environment set in the children before the body runs (e.g. {"HOOP_TRANSPORT", "tcp"}).
+  // Environment set in the children before the body runs (e.g. {"HOOP_TRANSPORT", "tcp"}),
+  // and in the store process before it serves.
   std::vector<std::pair<std::string, std::string>> env;
   // Called in the parent after all ranks started (e.g. to kill one): gets their pids.
   std::function<void(const std::vector<int>& pids)> on_started;

@@ -32,6 +32,8 @@ struct BenchConfig {
   bool blocking = true;
   std::optional<double> timeout_seconds;
   bool explain = false;  // print the tuner's predictions beside each row
+  bool uneven = false;   // the v-forms: an uneven split of S among ranks (bench_math.h)
+  bool stats = false;    // min, max and standard deviation over iterations beside the median
 };
 
 // A command line that does not parse; `exit_code` 0 with the help text for --help.
@@ -39,6 +41,10 @@ struct UsageError : std::runtime_error {
   UsageError(int code, const std::string& text) : std::runtime_error(text), exit_code(code) {}
   int exit_code;
 };
+
+inline constexpr const char* kCollectiveNames =
+    "allreduce | reducescatter | allgather | broadcast | reduce | alltoall | gather | scatter | "
+    "alltoallv | gatherv | scatterv | allgatherv | reducescatterv";
 
 inline std::vector<std::string> split_commas(const std::string& text) {
   std::vector<std::string> parts;
@@ -55,8 +61,10 @@ inline BenchConfig parse_bench_args(const std::vector<std::string>& args) {
   CLI::App app{
       "hoop-bench: bandwidth and latency of hoop's collectives, nccl-tests style.\n"
       "Sizes are per-rank buffer bytes: the whole buffer for allreduce, broadcast and reduce,\n"
-      "the send buffer of reducescatter, the recv buffer of allgather. Each row's time is the\n"
-      "median over the timed iterations of the per-iteration time combined over ranks (-a).",
+      "the send buffer of reducescatter and scatter (the root's), what each rank sends in all\n"
+      "for alltoall, the recv buffer of allgather and gather (the root's); the v-forms like\n"
+      "their even forms. Each row's time is the median over the timed iterations of the\n"
+      "per-iteration time combined over ranks (-a).",
       "hoop-bench"};
   std::string collective, min_text = "1K", max_text = "32M", op_text = "sum",
               dtype_text = "f32", algo_text, step_text;
@@ -64,9 +72,7 @@ inline BenchConfig parse_bench_args(const std::vector<std::string>& args) {
   int check = 1, blocking = 1, average = 3;
   double timeout = 0;
 
-  app.add_option("collective", collective,
-                 "allreduce | reducescatter | allgather | broadcast | reduce")
-      ->required();
+  app.add_option("collective", collective, kCollectiveNames)->required();
   app.add_option("-b,--minbytes", min_text, "smallest size (1K, 64M, 1G...)")
       ->capture_default_str();
   app.add_option("-e,--maxbytes", max_text, "largest size")->capture_default_str();
@@ -87,7 +93,7 @@ inline BenchConfig parse_bench_args(const std::vector<std::string>& args) {
   app.add_option("-d,--datatype", dtype_text,
                  "f32 | f64 | f16 | bf16 | i8 | u8 | i32 | u32 | i64 | u64")
       ->capture_default_str();
-  app.add_option("-r,--root", cfg.root, "root of broadcast and reduce")
+  app.add_option("-r,--root", cfg.root, "root of broadcast, reduce, gather(v) and scatter(v)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("-a,--average", average,
@@ -105,6 +111,11 @@ inline BenchConfig parse_bench_args(const std::vector<std::string>& args) {
       ->check(CLI::Range(0, 1));
   app.add_flag("--explain", cfg.explain,
                "below each row, the predicted time of every algorithm and the tuner's pick");
+  app.add_flag("--uneven", cfg.uneven,
+               "v-forms: split S unevenly, rank k's block in proportion to k % 3 (ranks 0, 3, "
+               "6... get none)");
+  app.add_flag("--stats", cfg.stats,
+               "min, max and standard deviation over iterations beside the median time");
   app.add_option("--timeout", timeout, "seconds an operation may stall before failing")
       ->check(CLI::PositiveNumber);
 
@@ -123,10 +134,13 @@ inline BenchConfig parse_bench_args(const std::vector<std::string>& args) {
   };
   const auto coll = parse_optype(collective);
   if (!coll || !is_benchmarked(*coll)) {
-    throw fail("unknown collective '" + collective +
-               "' (allreduce, reducescatter, allgather, broadcast, reduce)");
+    throw fail("unknown collective '" + collective + "' (" + kCollectiveNames + ")");
   }
   cfg.collective = *coll;
+  if (cfg.uneven && !is_vector_op(cfg.collective)) {
+    throw fail("--uneven is for the v-forms (alltoallv, gatherv, scatterv, allgatherv, "
+               "reducescatterv)");
+  }
   const auto min_bytes = parse_bytes(min_text);
   if (!min_bytes) throw fail("bad --minbytes '" + min_text + "'");
   const auto max_bytes = parse_bytes(max_text);

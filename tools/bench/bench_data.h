@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "bench_math.h"
 #include "hoop/types.h"
 
 namespace hoop::bench {
@@ -40,14 +41,14 @@ inline int sum_contributors(DataType dt, int nranks) {
   return static_cast<int>(std::min<int64_t>(nranks, limit));
 }
 
-// Rank `rank`'s input at element `index`. AllGather and Broadcast move data without reducing
-// it: their pattern differs from rank to rank and element to element to catch misplaced blocks.
+// Rank `rank`'s input at element `index`. The collectives without a reduction move data: their
+// pattern differs from rank to rank and element to element to catch misplaced blocks.
 inline int64_t input_value(OpType coll, RedOp op, DataType dt, int nranks, int rank,
                            size_t index) {
   const int64_t j = static_cast<int64_t>(index % kPatternPeriod);
   const int64_t r = rank;
   const bool is_signed = !is_unsigned_type(dt);
-  if (coll == OpType::allgather || coll == OpType::broadcast) {
+  if (!is_reducing(coll)) {
     const int64_t v = (r * 11 + j * 3) % 101;
     return is_signed ? v - 50 : v;
   }

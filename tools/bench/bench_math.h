@@ -1,10 +1,11 @@
 // The arithmetic of hoop-bench, kept header-only so the unit tests can include it: byte sizes
-// with suffixes, the sequence of sizes, how a size maps to the counts of each collective, the
-// bandwidth formulas and the statistics of the timings.
+// with suffixes, the sequence of sizes, how a size maps to the counts of each collective (and
+// to the blocks of each rank), the bandwidth formulas and the statistics of the timings.
 #pragma once
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -13,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/op_traits.h"
 #include "hoop/types.h"
 
 namespace hoop::bench {
@@ -80,51 +82,84 @@ inline std::vector<uint64_t> size_sequence(const SizeSteps& s) {
   return sizes;
 }
 
-// The five collectives hoop-bench measures.
-inline bool is_benchmarked(OpType c) {
-  return c == OpType::allreduce || c == OpType::reducescatter || c == OpType::allgather ||
-         c == OpType::broadcast || c == OpType::reduce;
+// The collectives hoop-bench measures: every one but the barrier.
+inline bool is_benchmarked(OpType c) { return c != OpType::barrier && !is_point_to_point(c); }
+// The collectives whose size S is split into one block per rank.
+inline bool splits_among_ranks(OpType c) {
+  return c != OpType::allreduce && c != OpType::broadcast && c != OpType::reduce;
 }
-inline bool has_redop(OpType c) {
-  return c == OpType::allreduce || c == OpType::reducescatter || c == OpType::reduce;
-}
-inline bool has_root(OpType c) { return c == OpType::broadcast || c == OpType::reduce; }
 
-// What one row of the table runs, derived from its size as nccl-tests does: the size is the
+// --uneven: `total` elements split deterministically and unevenly over `nranks` blocks, block k
+// in proportion to k % 3, so ranks 0, 3, 6... get none and the others 1 or 2 shares (rounded:
+// cumulative shares are rounded down). One rank alone gets everything.
+inline std::vector<size_t> uneven_split(size_t total, int nranks) {
+  const size_t n = static_cast<size_t>(nranks < 1 ? 1 : nranks);
+  std::vector<size_t> blocks(n, 0);
+  size_t weight = 0;
+  for (size_t k = 0; k < n; ++k) weight += k % 3;
+  if (weight == 0) {
+    blocks[0] = total;
+    return blocks;
+  }
+  // floor(total * shares / weight), without overflowing.
+  auto elements_for = [&](size_t shares) {
+    return total / weight * shares + total % weight * shares / weight;
+  };
+  size_t shares = 0;  // of the blocks before k
+  for (size_t k = 0; k < n; ++k) {
+    blocks[k] = elements_for(shares + k % 3) - elements_for(shares);
+    shares += k % 3;
+  }
+  return blocks;
+}
+
+// Where each block starts when blocks are packed in rank order.
+inline std::vector<size_t> displacements(const std::vector<size_t>& blocks) {
+  std::vector<size_t> displs(blocks.size(), 0);
+  for (size_t k = 1; k < blocks.size(); ++k) displs[k] = displs[k - 1] + blocks[k - 1];
+  return displs;
+}
+
+// AllToAll(v): the elements rank `from` sends to rank `to`, blocks[(to - from) mod N]. Every
+// rank sends and receives the sum of the blocks (S), yet the pairs differ (and some are empty).
+inline size_t pair_count(const std::vector<size_t>& blocks, int from, int to) {
+  const int n = static_cast<int>(blocks.size());
+  return blocks[static_cast<size_t>(((to - from) % n + n) % n)];
+}
+
+// What one row of the table runs, derived from its size as nccl-tests does: the size S is the
 // per-rank buffer the bandwidth counts, i.e. the whole buffer of AllReduce, Broadcast and
-// Reduce, the (total) send buffer of ReduceScatter and the (total) recv buffer of AllGather.
-// Counts are rounded down so that they divide among the ranks.
+// Reduce, the (total) send buffer of ReduceScatter, Scatter and AllToAll (what each rank sends
+// in all) and the (total) recv buffer of AllGather and Gather (the root's); the v-forms like
+// their even forms. Counts are rounded down so that they divide among the ranks, except for
+// the uneven split of the v-forms (--uneven).
 struct Layout {
   uint64_t bytes = 0;     // S: the bytes the bandwidth counts, after rounding
   size_t count = 0;       // elements of S
-  size_t op_count = 0;    // the count argument of the call (recvcount / sendcount for RS / AG)
-  size_t send_count = 0;  // elements of the send buffer
-  size_t recv_count = 0;  // elements of the recv buffer
+  size_t op_count = 0;    // the count argument of the call; the largest block where S is split
+  size_t send_count = 0;  // elements of the send buffer (the largest over ranks)
+  size_t recv_count = 0;  // elements of the recv buffer (the largest over ranks)
+  std::vector<size_t> blocks;  // where S is split among ranks: rank j's block (else empty)
 };
 
-inline Layout layout_for(OpType c, uint64_t bytes, size_t elem_size, int nranks) {
+inline Layout layout_for(OpType c, uint64_t bytes, size_t elem_size, int nranks,
+                         bool uneven = false) {
   Layout l;
   const size_t n = static_cast<size_t>(nranks < 1 ? 1 : nranks);
   const size_t elems = static_cast<size_t>(bytes / elem_size);
-  switch (c) {
-    case OpType::reducescatter:
-      l.count = elems / n * n;
-      l.op_count = l.count / n;
-      l.send_count = l.count;
-      l.recv_count = l.op_count;
-      break;
-    case OpType::allgather:
-      l.count = elems / n * n;
-      l.op_count = l.count / n;
-      l.send_count = l.op_count;
-      l.recv_count = l.count;
-      break;
-    default:  // allreduce, broadcast, reduce
+  if (!splits_among_ranks(c)) {  // allreduce, broadcast, reduce
+    l.count = l.op_count = l.send_count = l.recv_count = elems;
+  } else {
+    if (uneven && is_vector_op(c)) {
       l.count = elems;
-      l.op_count = elems;
-      l.send_count = elems;
-      l.recv_count = elems;
-      break;
+      l.blocks = uneven_split(elems, nranks);
+    } else {
+      l.count = elems / n * n;
+      l.blocks.assign(n, l.count / n);
+    }
+    l.op_count = *std::max_element(l.blocks.begin(), l.blocks.end());
+    l.send_count = sends_block_per_rank(c) ? l.count : l.op_count;
+    l.recv_count = receives_block_per_rank(c) ? l.count : l.op_count;
   }
   l.bytes = static_cast<uint64_t>(l.count) * elem_size;
   return l;
@@ -132,12 +167,12 @@ inline Layout layout_for(OpType c, uint64_t bytes, size_t elem_size, int nranks)
 
 // The layouts of a run; sizes that round to the same count as the previous row are dropped.
 inline std::vector<Layout> plan_layouts(const std::vector<uint64_t>& sizes, OpType c,
-                                        size_t elem_size, int nranks) {
+                                        size_t elem_size, int nranks, bool uneven = false) {
   std::vector<Layout> rows;
   for (uint64_t size : sizes) {
-    Layout l = layout_for(c, size, elem_size, nranks);
+    Layout l = layout_for(c, size, elem_size, nranks, uneven);
     if (!rows.empty() && rows.back().count == l.count) continue;
-    rows.push_back(l);
+    rows.push_back(std::move(l));
   }
   return rows;
 }
@@ -146,12 +181,9 @@ inline std::vector<Layout> plan_layouts(const std::vector<uint64_t>& sizes, OpTy
 // hardware's peak whatever N is (the nccl-tests convention).
 inline double busbw_factor(OpType c, int nranks) {
   const double n = nranks < 1 ? 1.0 : static_cast<double>(nranks);
-  switch (c) {
-    case OpType::allreduce: return 2.0 * (n - 1.0) / n;
-    case OpType::reducescatter:
-    case OpType::allgather: return (n - 1.0) / n;
-    default: return 1.0;  // broadcast, reduce
-  }
+  if (c == OpType::allreduce) return 2.0 * (n - 1.0) / n;
+  if (c == OpType::broadcast || c == OpType::reduce) return 1.0;
+  return (n - 1.0) / n;  // the collectives that split S among ranks
 }
 
 // GB/s (10^9 bytes per second) for `bytes` moved in `time_us` microseconds; 0 for no time.
@@ -168,6 +200,32 @@ inline double median(std::vector<double> values) {
   if (values.size() % 2 == 1) return upper;
   const double lower = *std::max_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid));
   return (lower + upper) / 2.0;
+}
+
+// A row's times over its iterations (--stats: min, max and the sample standard deviation
+// beside the median; one sample has no spread).
+struct TimeStats {
+  double median = 0;
+  double min = 0;
+  double max = 0;
+  double stddev = 0;
+};
+
+inline TimeStats time_stats(const std::vector<double>& values) {
+  TimeStats t;
+  if (values.empty()) return t;
+  t.median = median(values);
+  const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
+  t.min = *lo;
+  t.max = *hi;
+  if (values.size() < 2) return t;
+  double mean = 0;
+  for (double v : values) mean += v;
+  mean /= static_cast<double>(values.size());
+  double squares = 0;
+  for (double v : values) squares += (v - mean) * (v - mean);
+  t.stddev = std::sqrt(squares / static_cast<double>(values.size() - 1));
+  return t;
 }
 
 // How the ranks' times of one iteration become one time (-a, as in nccl-tests): rank 0's

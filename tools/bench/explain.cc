@@ -2,23 +2,39 @@
 
 #include <fmt/format.h>
 
+#include <memory>
+#include <string>
+
 #include "comm/algo_choice.h"
-#include "comm/comm_impl.h"
+#include "comm/comm_access.h"
+#include "core/op_traits.h"
 
 namespace hoop::bench {
 
 void print_explanation(Communicator& comm, const BenchConfig& cfg, const Layout& layout, const RowResult& row) {
+  const std::string measured =
+      fmt::format("measured {:.1f} us ({})", row.out_of_place.time.median,
+                  row.out_of_place.algo_used.empty() ? "?" : row.out_of_place.algo_used);
+  if (has_per_rank_count(cfg.collective)) {
+    fmt::print("#   predicted: none (the tuner does not price {}, whose counts differ between ranks) | {}\n",
+               to_string(cfg.collective), measured);
+    std::fflush(stdout);
+    return;
+  }
   schedule::CollectiveDesc d;
   d.op = cfg.collective;
   d.count = layout.op_count;
   d.nranks = comm.size();
   d.root = cfg.root;
   d.redop = cfg.op;
-  const bool half = cfg.dtype == DataType::f16 || cfg.dtype == DataType::bf16;
-  const bool reducing = cfg.collective == OpType::allreduce || cfg.collective == OpType::reducescatter ||
-                        cfg.collective == OpType::reduce;
-  const size_t elem = half && reducing ? sizeof(float) : dtype_size(cfg.dtype);
-  auto& tuner = comm.impl().tuner();
+  if (is_vector_op(cfg.collective)) {  // allgatherv, reducescatterv: the same blocks on every rank
+    auto blocks = std::make_shared<schedule::BlockLayout>();
+    (cfg.collective == OpType::allgatherv ? blocks->recv : blocks->send) = schedule::Blocks::packed(layout.blocks);
+    d.count = layout.count;
+    d.blocks = std::move(blocks);
+  }
+  const size_t elem = is_half_reduction(cfg.dtype, cfg.collective) ? sizeof(float) : dtype_size(cfg.dtype);
+  auto& tuner = detail::CommAccess::impl(comm).tuner();
   const auto priced = tuner.price_all(d, elem, detail::candidate_algorithms(cfg.collective), detail::channels_from_env());
   const auto pick = tuner::Tuner::best(priced);
   std::string text;
@@ -28,9 +44,8 @@ void print_explanation(Communicator& comm, const BenchConfig& cfg, const Layout&
     text += c.prediction.applicable ? fmt::format(" {:.1f}", c.prediction.seconds * 1e6) : std::string(" n/a");
   }
   // The choice the library makes for the actual call prices the count's power-of-two bucket.
-  fmt::print("#   predicted (us): {} | pick {} | measured {:.1f} us ({})\n", text,
-             pick.algorithm.empty() ? "none" : pick.algorithm, row.out_of_place.time_us,
-             row.out_of_place.algo_used.empty() ? "?" : row.out_of_place.algo_used);
+  fmt::print("#   predicted (us): {} | pick {} | {}\n", text, pick.algorithm.empty() ? "none" : pick.algorithm,
+             measured);
   std::fflush(stdout);
 }
 

@@ -14,7 +14,7 @@
 
 #include "bench_args.h"
 #include "bench_math.h"
-#include "direct/direct_rule.h"
+#include "comm/comm_access.h"
 #include "explain.h"
 #include "report.h"
 #include "runner.h"
@@ -57,14 +57,12 @@ int run_benchmark(Communicator& comm, const BenchConfig& cfg) {
     throw UsageError(2, fmt::format("hoop-bench: --root {} is not a rank of {}\n", cfg.root,
                                     comm.size()));
   }
-  auto available = schedule::algorithms_for(cfg.collective);
-  // shm-direct needs every rank on this host; elsewhere it is not a choice ("all" skips it).
-  if (direct::supports(cfg.collective) && comm.local_size() == comm.size()) {
-    available.emplace_back(direct::kAlgorithmName);
-  }
+  // What can run here (shm-direct needs every rank on this host and shared memory): the
+  // registry says; "all" skips the rest.
+  const auto available = schedule::algorithms_for(cfg.collective, detail::CommAccess::impl(comm).reach());
   const auto algos = resolve_algos(cfg.algos, available);
   const auto layouts = plan_layouts(size_sequence(cfg.sizes), cfg.collective,
-                                    dtype_size(cfg.dtype), comm.size());
+                                    dtype_size(cfg.dtype), comm.size(), cfg.uneven);
   std::optional<Report> report = open_report(comm, cfg);
   CollectiveRunner runner(comm, cfg, layouts);
 
@@ -74,7 +72,8 @@ int run_benchmark(Communicator& comm, const BenchConfig& cfg) {
     if (report) report->begin_section(algo);
     for (const Layout& layout : layouts) {
       const RowResult row = runner.run(layout, algo);
-      wrong += row.out_of_place.wrong.value_or(0) + row.in_place.wrong.value_or(0);
+      wrong += row.out_of_place.wrong.value_or(0);
+      if (row.in_place) wrong += row.in_place->wrong.value_or(0);
       if (report) report->add_row(row);
       if (report && cfg.explain) print_explanation(comm, cfg, layout, row);
     }

@@ -37,8 +37,10 @@ class Report {
   uint64_t total_wrong() const { return total_wrong_; }
 
  private:
-  void write_csv_row(const RowResult& row, bool in_place);
-  nlohmann::ordered_json json_row(const RowResult& row, bool in_place) const;
+  // The measurement's share of the section's average, the total and the files.
+  void record(const RowResult& row, const Measurement& m, bool in_place);
+  void write_csv_row(const RowResult& row, const Measurement& m, bool in_place);
+  nlohmann::ordered_json json_row(const RowResult& row, const Measurement& m, bool in_place) const;
 
   const BenchConfig& cfg_;
   RunInfo info_;

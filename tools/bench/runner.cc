@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 namespace hoop::bench {
 
@@ -11,6 +12,15 @@ using Clock = std::chrono::steady_clock;
 
 double micros_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::micro>(b - a).count();
+}
+
+// One collective in its blocking form, or in its asynchronous form whose handle it returns.
+template <class... Params, class... Args>
+Work run_form(Communicator& comm, bool async, void (Communicator::*blocking)(Params...),
+              Work (Communicator::*nonblocking)(Params...), Args&&... args) {
+  if (async) return (comm.*nonblocking)(std::forward<Args>(args)...);
+  (comm.*blocking)(std::forward<Args>(args)...);
+  return {};
 }
 
 size_t max_bytes_of(const std::vector<Layout>& layouts, size_t elem, bool send) {
@@ -32,108 +42,85 @@ CollectiveRunner::CollectiveRunner(Communicator& comm, const BenchConfig& cfg,
 RowResult CollectiveRunner::run(const Layout& layout, const std::string& algo) {
   OpOptions opts;
   opts.algo = algo;
+  const VectorArgs v = vector_args(cfg_.collective, layout, comm_.rank());
   RowResult row;
   row.layout = layout;
-  row.out_of_place = measure(layout, false, opts);
-  row.in_place = measure(layout, true, opts);
+  row.out_of_place = measure(call_for(layout, v, false), opts);
+  if (has_in_place(cfg_.collective)) row.in_place = measure(call_for(layout, v, true), opts);
   return row;
 }
 
-// nccl-tests' in-place conventions: AllReduce, Broadcast and Reduce work on one buffer;
-// ReduceScatter's result is the rank's own slice of the send buffer; AllGather's input is the
-// rank's own slice of the recv buffer.
-CollectiveRunner::CallBuffers CollectiveRunner::buffers_for(const Layout& layout, bool in_place) {
-  const size_t slice = static_cast<size_t>(comm_.rank()) * layout.op_count * verifier_.elem_size();
-  if (!in_place) return {send_buf_.data(), recv_buf_.data()};
+// nccl-tests' in-place conventions (those of include/hoop/communicator.h): AllReduce,
+// Broadcast, Reduce and AllToAll work on one buffer; the result of ReduceScatter(v) and
+// Scatter(v) is the rank's own block of the send buffer; the input of AllGather(v) and
+// Gather(v) is the rank's own block of the recv buffer.
+CollectiveRunner::Call CollectiveRunner::call_for(const Layout& layout, const VectorArgs& v,
+                                                  bool in_place) {
+  std::byte* send = send_buf_.data();
+  std::byte* recv = recv_buf_.data();
+  if (!in_place) return {layout, v, send, recv};
+  const size_t own = v.recv_displs.empty()
+                         ? 0
+                         : v.recv_displs[static_cast<size_t>(comm_.rank())] * verifier_.elem_size();
   switch (cfg_.collective) {
-    case OpType::reducescatter: return {send_buf_.data(), send_buf_.data() + slice};
-    case OpType::allgather: return {recv_buf_.data() + slice, recv_buf_.data()};
-    default: return {recv_buf_.data(), recv_buf_.data()};
+    case OpType::reducescatter:
+    case OpType::reducescatterv:
+    case OpType::scatter:
+    case OpType::scatterv: return {layout, v, send, send + own};
+    case OpType::allgather:
+    case OpType::allgatherv:
+    case OpType::gather:
+    case OpType::gatherv: return {layout, v, recv + own, recv};
+    default: return {layout, v, recv, recv};
   }
 }
 
-Measurement CollectiveRunner::measure(const Layout& layout, bool in_place, const OpOptions& opts) {
-  const CallBuffers b = buffers_for(layout, in_place);
+Measurement CollectiveRunner::measure(const Call& c, const OpOptions& opts) {
   Measurement m;
   if (cfg_.check) {
-    uint64_t wrong = run_and_verify(layout, b, opts);
+    uint64_t wrong = run_and_verify(c, opts);
     comm_.allreduce(&wrong, &wrong, 1, DataType::u64, RedOp::sum);
     m.wrong = wrong;
   }
-  time_iterations(layout, b, opts, cfg_.warmup_iters);
+  time_iterations(c, opts, cfg_.warmup_iters);
   comm_.barrier();  // every rank starts the timed loop together
-  std::vector<double> times = time_iterations(layout, b, opts, cfg_.iters);
+  std::vector<double> times = time_iterations(c, opts, cfg_.iters);
   m.algo_used = comm_.last_algorithm();  // before combining the times, itself an operation
-  m.time_us = combine_over_ranks(std::move(times));
-  m.algbw_gbps = algbw_gbps(layout.bytes, m.time_us);
+  m.time = combine_over_ranks(std::move(times));
+  m.algbw_gbps = algbw_gbps(c.layout.bytes, m.time.median);
   m.busbw_gbps = m.algbw_gbps * busbw_factor(cfg_.collective, comm_.size());
   return m;
 }
 
-uint64_t CollectiveRunner::run_and_verify(const Layout& layout, const CallBuffers& b,
-                                          const OpOptions& opts) {
-  const int rank = comm_.rank();
-  const int root = cfg_.root;
-  void* send = b.send;
-  // Poison the outputs first, then write the inputs: in place they overlap, and the inputs win.
-  switch (cfg_.collective) {
-    case OpType::allreduce:
-      verifier_.poison(b.recv, layout.count);
-      verifier_.fill_input(send, layout.count);
-      break;
-    case OpType::reduce:
-      if (rank == root) verifier_.poison(b.recv, layout.count);
-      verifier_.fill_input(send, layout.count);
-      break;
-    case OpType::broadcast:
-      verifier_.poison(b.recv, layout.count);
-      if (rank == root) verifier_.fill_input(send, layout.count);
-      break;
-    case OpType::reducescatter:
-      verifier_.poison(b.recv, layout.op_count);
-      verifier_.fill_input(send, layout.count);
-      break;
-    case OpType::allgather:
-      verifier_.poison(b.recv, layout.count);
-      verifier_.fill_input(send, layout.op_count);
-      break;
-    default: break;
-  }
-
-  call(layout, b, opts);
-
+uint64_t CollectiveRunner::run_and_verify(const Call& c, const OpOptions& opts) {
+  const DataPlan plan =
+      data_plan(cfg_.collective, c.layout, c.v, comm_.rank(), comm_.size(), cfg_.root);
+  auto* recv = static_cast<std::byte*>(c.recv);
   const size_t elem = verifier_.elem_size();
-  switch (cfg_.collective) {
-    case OpType::allreduce: return verifier_.count_wrong_reduced(b.recv, layout.count, 0);
-    case OpType::reduce:
-      return rank == root ? verifier_.count_wrong_reduced(b.recv, layout.count, 0) : 0;
-    case OpType::broadcast: return verifier_.count_wrong_input(root, b.recv, layout.count, 0);
-    case OpType::reducescatter: {
-      const size_t first = static_cast<size_t>(rank) * layout.op_count;
-      return verifier_.count_wrong_reduced(b.recv, layout.op_count, first);
-    }
-    case OpType::allgather: {
-      uint64_t wrong = 0;
-      const auto* recv = static_cast<const std::byte*>(b.recv);
-      for (int r = 0; r < comm_.size(); ++r) {
-        const size_t block = static_cast<size_t>(r) * layout.op_count;
-        wrong += verifier_.count_wrong_input(r, recv + block * elem, layout.op_count, 0);
-      }
-      return wrong;
-    }
-    default: return 0;
+  // Poison the outputs first, then write the inputs: in place they overlap, and the inputs win.
+  for (const ExpectedBlock& o : plan.outputs) verifier_.poison(recv + o.offset * elem, o.count);
+  verifier_.fill_input(c.send, plan.input_count);
+
+  issue(c, opts, false);
+
+  uint64_t wrong = 0;
+  for (const ExpectedBlock& o : plan.outputs) {
+    const std::byte* got = recv + o.offset * elem;
+    wrong += o.source == kReduced ? verifier_.count_wrong_reduced(got, o.count, o.first)
+                                  : verifier_.count_wrong_input(o.source, got, o.count, o.first);
   }
+  return wrong;
 }
 
-std::vector<double> CollectiveRunner::time_iterations(const Layout& layout, const CallBuffers& b,
-                                                      const OpOptions& opts, int iterations) {
+std::vector<double> CollectiveRunner::time_iterations(const Call& c, const OpOptions& opts,
+                                                      int iterations) {
   std::vector<double> times;
   if (iterations <= 0) return times;
   if (cfg_.blocking) {
     times.reserve(static_cast<size_t>(iterations));
     for (int i = 0; i < iterations; ++i) {
       const auto start = Clock::now();
-      call(layout, b, opts);
+      issue(c, opts, false);
       times.push_back(micros_between(start, Clock::now()));
     }
     return times;
@@ -142,15 +129,15 @@ std::vector<double> CollectiveRunner::time_iterations(const Layout& layout, cons
   std::vector<Work> pending;
   pending.reserve(static_cast<size_t>(iterations));
   const auto start = Clock::now();
-  for (int i = 0; i < iterations; ++i) pending.push_back(call_async(layout, b, opts));
+  for (int i = 0; i < iterations; ++i) pending.push_back(issue(c, opts, true));
   for (Work& w : pending) w.wait();
   times.push_back(micros_between(start, Clock::now()) / iterations);
   return times;
 }
 
 // Combines each iteration's time over the ranks (with hoop itself, after the timing), then
-// takes the median over iterations.
-double CollectiveRunner::combine_over_ranks(std::vector<double> times) {
+// takes the statistics over iterations.
+TimeStats CollectiveRunner::combine_over_ranks(std::vector<double> times) {
   const size_t n = times.size();
   switch (cfg_.combine) {
     case RankCombine::rank0: break;  // rank 0 prints its own times
@@ -165,39 +152,52 @@ double CollectiveRunner::combine_over_ranks(std::vector<double> times) {
       comm_.allreduce(times.data(), times.data(), n, DataType::f64, RedOp::max);
       break;
   }
-  return median(std::move(times));
+  return time_stats(times);
 }
 
-void CollectiveRunner::call(const Layout& layout, const CallBuffers& b, const OpOptions& opts) {
+Work CollectiveRunner::issue(const Call& c, const OpOptions& opts, bool async) {
   const DataType dt = cfg_.dtype;
+  const RedOp op = cfg_.op;
+  const int root = cfg_.root;
+  const size_t n = c.layout.op_count;
+  const VectorArgs& v = c.v;
+  const size_t own = c.layout.blocks.empty() ? 0 : c.layout.blocks[static_cast<size_t>(comm_.rank())];
+  using C = Communicator;
   switch (cfg_.collective) {
     case OpType::allreduce:
-      return comm_.allreduce(b.send, b.recv, layout.op_count, dt, cfg_.op, opts);
+      return run_form(comm_, async, &C::allreduce, &C::allreduce_async, c.send, c.recv, n, dt, op, opts);
     case OpType::reducescatter:
-      return comm_.reducescatter(b.send, b.recv, layout.op_count, dt, cfg_.op, opts);
-    case OpType::allgather: return comm_.allgather(b.send, b.recv, layout.op_count, dt, opts);
-    case OpType::broadcast:
-      return comm_.broadcast(b.send, b.recv, layout.op_count, dt, cfg_.root, opts);
-    case OpType::reduce:
-      return comm_.reduce(b.send, b.recv, layout.op_count, dt, cfg_.op, cfg_.root, opts);
-    default: return;
-  }
-}
-
-Work CollectiveRunner::call_async(const Layout& layout, const CallBuffers& b,
-                                  const OpOptions& opts) {
-  const DataType dt = cfg_.dtype;
-  switch (cfg_.collective) {
-    case OpType::allreduce:
-      return comm_.allreduce_async(b.send, b.recv, layout.op_count, dt, cfg_.op, opts);
-    case OpType::reducescatter:
-      return comm_.reducescatter_async(b.send, b.recv, layout.op_count, dt, cfg_.op, opts);
+      return run_form(comm_, async, &C::reducescatter, &C::reducescatter_async, c.send, c.recv, n, dt,
+                      op, opts);
     case OpType::allgather:
-      return comm_.allgather_async(b.send, b.recv, layout.op_count, dt, opts);
+      return run_form(comm_, async, &C::allgather, &C::allgather_async, c.send, c.recv, n, dt, opts);
     case OpType::broadcast:
-      return comm_.broadcast_async(b.send, b.recv, layout.op_count, dt, cfg_.root, opts);
+      return run_form(comm_, async, &C::broadcast, &C::broadcast_async, c.send, c.recv, n, dt, root,
+                      opts);
     case OpType::reduce:
-      return comm_.reduce_async(b.send, b.recv, layout.op_count, dt, cfg_.op, cfg_.root, opts);
+      return run_form(comm_, async, &C::reduce, &C::reduce_async, c.send, c.recv, n, dt, op, root,
+                      opts);
+    case OpType::alltoall:
+      return run_form(comm_, async, &C::alltoall, &C::alltoall_async, c.send, c.recv, n, dt, opts);
+    case OpType::gather:
+      return run_form(comm_, async, &C::gather, &C::gather_async, c.send, c.recv, n, dt, root, opts);
+    case OpType::scatter:
+      return run_form(comm_, async, &C::scatter, &C::scatter_async, c.send, c.recv, n, dt, root, opts);
+    case OpType::alltoallv:
+      return run_form(comm_, async, &C::alltoallv, &C::alltoallv_async, c.send, v.send_counts,
+                      v.send_displs, c.recv, v.recv_counts, v.recv_displs, dt, opts);
+    case OpType::gatherv:
+      return run_form(comm_, async, &C::gatherv, &C::gatherv_async, c.send, own, c.recv,
+                      v.recv_counts, v.recv_displs, dt, root, opts);
+    case OpType::scatterv:
+      return run_form(comm_, async, &C::scatterv, &C::scatterv_async, c.send, v.send_counts,
+                      v.send_displs, c.recv, own, dt, root, opts);
+    case OpType::allgatherv:
+      return run_form(comm_, async, &C::allgatherv, &C::allgatherv_async, c.send, c.recv,
+                      v.recv_counts, v.recv_displs, dt, opts);
+    case OpType::reducescatterv:
+      return run_form(comm_, async, &C::reducescatterv, &C::reducescatterv_async, c.send, c.recv,
+                      v.recv_counts, dt, op, opts);
     default: return {};
   }
 }

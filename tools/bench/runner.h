@@ -10,13 +10,14 @@
 #include "bench_args.h"
 #include "bench_math.h"
 #include "buffer.h"
+#include "data_plan.h"
 #include "hoop/communicator.h"
 #include "verify.h"
 
 namespace hoop::bench {
 
 struct Measurement {
-  double time_us = 0;  // median over iterations of the ranks' combined time
+  TimeStats time;  // over iterations, of the ranks' combined time (us)
   double algbw_gbps = 0;
   double busbw_gbps = 0;
   std::optional<uint64_t> wrong;  // mismatching elements summed over ranks; nullopt: -c 0
@@ -26,7 +27,7 @@ struct Measurement {
 struct RowResult {
   Layout layout;
   Measurement out_of_place;
-  Measurement in_place;
+  std::optional<Measurement> in_place;  // nullopt: the collective has no in-place form
 };
 
 class CollectiveRunner {
@@ -38,21 +39,23 @@ class CollectiveRunner {
   RowResult run(const Layout& layout, const std::string& algo);
 
  private:
-  struct CallBuffers {
+  // One call's arguments on this rank.
+  struct Call {
+    const Layout& layout;
+    const VectorArgs& v;
     void* send;  // only read by the collective
     void* recv;
   };
 
-  CallBuffers buffers_for(const Layout& layout, bool in_place);
-  Measurement measure(const Layout& layout, bool in_place, const OpOptions& opts);
-  uint64_t run_and_verify(const Layout& layout, const CallBuffers& b, const OpOptions& opts);
+  Call call_for(const Layout& layout, const VectorArgs& v, bool in_place);
+  Measurement measure(const Call& c, const OpOptions& opts);
+  uint64_t run_and_verify(const Call& c, const OpOptions& opts);
   // Per-iteration times of this rank in microseconds (one value, the mean, when async).
-  std::vector<double> time_iterations(const Layout& layout, const CallBuffers& b,
-                                      const OpOptions& opts, int iterations);
-  double combine_over_ranks(std::vector<double> times);
+  std::vector<double> time_iterations(const Call& c, const OpOptions& opts, int iterations);
+  TimeStats combine_over_ranks(std::vector<double> times);
 
-  void call(const Layout& layout, const CallBuffers& b, const OpOptions& opts);
-  Work call_async(const Layout& layout, const CallBuffers& b, const OpOptions& opts);
+  // The collective, blocking (returning an empty handle) or asynchronous.
+  Work issue(const Call& c, const OpOptions& opts, bool async);
 
   Communicator& comm_;
   const BenchConfig& cfg_;

@@ -76,7 +76,7 @@ Verifier::Verifier(OpType collective, DataType dt, RedOp op, int rank, int nrank
       store_element(dt, dst, input_value(collective, op, dt, nranks, r, j), 1);
     }
   }
-  if (has_redop(collective)) {
+  if (is_reducing(collective)) {
     reduced_.resize(P * elem_);
     const int divisor = op == RedOp::avg && is_float(dt) ? nranks : 1;
     for (size_t j = 0; j < P; ++j) {

@@ -25,7 +25,7 @@ class Verifier {
   // Elements of data (pattern indices [first, first + n)) that differ from the reduction over
   // all ranks.
   size_t count_wrong_reduced(const void* data, size_t n, size_t first) const;
-  // Elements that differ from rank `src`'s input (AllGather blocks, Broadcast).
+  // Elements that differ from rank `src`'s input (the collectives that move data).
   size_t count_wrong_input(int src, const void* data, size_t n, size_t first) const;
 
  private:

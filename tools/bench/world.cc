@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/params.h"
+
 namespace hoop::bench {
 
 namespace {
@@ -16,8 +18,7 @@ bool started_by_a_launcher() {
   for (const char* name : {"HOOP_RANK", "HOOP_WORLD_SIZE", "RANK", "WORLD_SIZE",
                            "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
                            "SLURM_PROCID", "SLURM_NTASKS"}) {
-    const char* value = std::getenv(name);
-    if (value != nullptr && *value != '\0') return true;
+    if (params::raw(std::string_view(name))) return true;
   }
   return false;
 }

@@ -5,13 +5,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
 
 #include <fmt/format.h>
 
+#include "bootstrap/job_secret.h"
 #include "core/errors.h"
+#include "core/params.h"
 #include "cpu_binding.h"
 #include "hoop/store.h"
 #include "output_forwarder.h"
@@ -98,13 +101,31 @@ std::string current_directory() {
   return dir;
 }
 
-// A rank on another host starts through the launcher; ranks on this machine start as usual.
+// A pipe whose reader gets `text`, then end of file: a remote shell's stdin carrying the secret.
+// The text fits in the pipe's buffer, so nothing waits for the reader.
+UniqueFd pipe_holding(const std::string& text) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw_system_error(ErrorCode::init, "pipe", errno);
+  UniqueFd read_end(fds[0]);
+  UniqueFd write_end(fds[1]);
+  if (!write_all(write_end.get(), text)) {
+    throw_system_error(ErrorCode::init, "writing the job's secret to a launcher's stdin", errno);
+  }
+  return read_end;
+}
+
+// A rank on another host starts through the launcher, whose stdin is `stdin_pipe` when it
+// reads the secret there; ranks on this machine start as usual.
 void launch_on_host(LaunchSpec& spec, const RunOptions& opts, const JobEnvironment& job, int rank,
-                    const std::vector<std::string>& inherited) {
+                    const std::vector<std::string>& inherited, UniqueFd& stdin_pipe) {
   const HostSpec& host = job.hosts.at(static_cast<size_t>(job.placement.at(static_cast<size_t>(rank)).host));
   if (is_this_machine(host.name)) return;
   RemoteCommand remote = remote_command(opts.hosts.launcher, host.name, opts.command,
                                         job_variables(job, rank, inherited), current_directory());
+  if (!remote.stdin_text.empty()) {
+    stdin_pipe = pipe_holding(remote.stdin_text);
+    spec.stdin_fd = stdin_pipe.get();
+  }
   auto launcher = resolve_program(remote.argv.front(), find_env(spec.env, "PATH"));
   if (!launcher) {
     throw_error(ErrorCode::init, fmt::format("rank {}: launcher '{}' not found", rank,
@@ -126,7 +147,7 @@ struct AttemptResult {
 };
 
 AttemptResult run_attempt(const RunOptions& opts, SignalChannel& signals, const std::string& job_id,
-                          int restart_count) {
+                          const std::string& secret, int restart_count) {
   ShmCleanup cleanup(job_id);
 
   const bool multi_host = !opts.hosts.hosts.empty();
@@ -141,6 +162,7 @@ AttemptResult run_attempt(const RunOptions& opts, SignalChannel& signals, const 
     job_env.master_addr = store_at.advertised_host;
   }
   job_env.job_id = job_id;
+  job_env.secret = secret;
   job_env.master_port = opts.master_port ? *opts.master_port : free_loopback_port();
   job_env.restart_count = restart_count;
   job_env.extra = opts.extra_env;
@@ -168,6 +190,9 @@ AttemptResult run_attempt(const RunOptions& opts, SignalChannel& signals, const 
   }
   const std::vector<int> cpu_of_rank = plan_binding(opts.bind_to, here, allowed_cpus());
 
+  // Each remote rank's stdin while it starts (read ends of pipes holding the secret).
+  std::vector<UniqueFd> stdin_pipes(static_cast<size_t>(opts.nranks));
+
   SupervisorConfig config;
   config.nranks = opts.nranks;
   config.prefix_output = opts.prefix_output;
@@ -180,11 +205,13 @@ AttemptResult run_attempt(const RunOptions& opts, SignalChannel& signals, const 
     spec.program_path = *program;
     spec.argv = opts.command;
     spec.env = rank_environment(job_env, rank, inherited);
-    if (multi_host) launch_on_host(spec, opts, job_env, rank, inherited);
     spec.child_sigmask = signals.original_mask();
     // Ranks never read the terminal: in their own process groups they would be stopped by
     // SIGTTIN, and N readers of one stdin make no sense.
     spec.stdin_fd = dev_null.get();
+    if (multi_host) {
+      launch_on_host(spec, opts, job_env, rank, inherited, stdin_pipes.at(static_cast<size_t>(rank)));
+    }
     if (const int cpu = cpu_of_rank.at(static_cast<size_t>(rank)); cpu >= 0) {
       spec.bind = true;
       CPU_ZERO(&spec.cpus);
@@ -193,7 +220,27 @@ AttemptResult run_attempt(const RunOptions& opts, SignalChannel& signals, const 
     return spec;
   });
   result.rank_failed = supervisor.ended_by_rank_failure();
+  if (opts.store_stats) {
+    const uint64_t requests = store->requests();
+    write_all(STDERR_FILENO,
+              fmt::format("hoop-run: store served {} requests ({:.2f} per rank) in {:.1f} ms of CPU\n", requests,
+                          static_cast<double>(requests) / opts.nranks,
+                          std::chrono::duration<double, std::milli>(store->busy_time()).count()));
+  }
   return result;
+}
+
+// Secure by default: the job's HOOP_SECRET is -x HOOP_SECRET=S or --secret S, else the
+// inherited HOOP_SECRET, else a random one, so that only the job's ranks pass each other's
+// TCP handshakes and reach its store.
+std::string job_secret(const RunOptions& opts) {
+  std::string secret = opts.secret;
+  for (const auto& [name, value] : opts.extra_env) {
+    if (name == "HOOP_SECRET") secret = value;  // the ranks get it last: the store must agree
+  }
+  if (!secret.empty()) return secret;
+  const auto inherited = params::text(params::Id::secret);
+  return inherited ? *inherited : bootstrap::random_job_secret();
 }
 
 }  // namespace
@@ -203,11 +250,14 @@ int run_job(const RunOptions& opts) {
   SignalChannel signals;
 
   const std::string base_id = opts.job_id.empty() ? random_job_id() : opts.job_id;
+  const std::string secret = job_secret(opts);
+  // The store reads it too: it serves only clients that show it.
+  ::setenv("HOOP_SECRET", secret.c_str(), 1);
   for (int attempt = 0;; ++attempt) {
     // Attempt k > 0 runs as job "<id>.r<k>": its segments and store keys never meet the
     // earlier attempts' (the '.' keeps the shm prefixes of the ids apart).
     const std::string job_id = attempt == 0 ? base_id : fmt::format("{}.r{}", base_id, attempt);
-    const AttemptResult r = run_attempt(opts, signals, job_id, attempt);
+    const AttemptResult r = run_attempt(opts, signals, job_id, secret, attempt);
     // A signal to hoop-run or its --timeout ends the job; only a failed rank is retried.
     if (!r.rank_failed || attempt >= opts.max_restarts) {
       if (attempt > 0) {

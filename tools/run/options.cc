@@ -17,6 +17,9 @@ constexpr const char* kFooter =
     "Each rank gets HOOP_RANK, HOOP_WORLD_SIZE, HOOP_LOCAL_RANK, HOOP_LOCAL_SIZE,\n"
     "HOOP_STORE_ADDR (the rendezvous store served by hoop-run) and HOOP_JOB_ID, plus torchrun's\n"
     "RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR and MASTER_PORT.\n"
+    "HOOP_SECRET (required in every TCP handshake of the job and by its store) is --secret or\n"
+    "-x HOOP_SECRET=S, else the inherited HOOP_SECRET, else 128 random bits drawn for the job;\n"
+    "hoop-run never puts it on a rank's command line.\n"
     "Output lines are prefixed with the rank. SIGINT, SIGTERM and SIGHUP are forwarded to the\n"
     "ranks. When a rank fails the others get SIGTERM, then SIGKILL after --grace seconds, and\n"
     "hoop-run exits with the failed rank's code (128+signal when killed); 124 on --timeout.\n"
@@ -70,10 +73,16 @@ ParsedCommandLine parse_run_options(int argc, char** argv) {
         return valid_job_id(id) ? std::string()
                                 : "a job id is 1-64 characters among letters, digits, '_' and '.'";
       });
+  app.add_option("--secret", opts.secret,
+                 "HOOP_SECRET of the job (default: the inherited HOOP_SECRET, else a random "
+                 "one); visible in ps: prefer HOOP_SECRET in hoop-run's environment");
   app.add_option("--master-port", master_port, "MASTER_PORT given to the ranks (default: a free port)")
       ->check(CLI::Range(1, 65535));
   app.add_flag("--no-prefix", [&opts](int64_t) { opts.prefix_output = false; },
                "print the ranks' output without the \"[rank] \" prefix");
+  app.add_flag("--store-stats", opts.store_stats,
+               "at the end, print the requests the rendezvous store served (per rank too) and "
+               "its CPU time");
   app.add_option("--grace", opts.grace_seconds,
                  "seconds between SIGTERM and SIGKILL when stopping the ranks")
       ->check(CLI::NonNegativeNumber)

@@ -16,8 +16,10 @@ struct RunOptions {
   std::vector<std::string> command;  // program and its arguments
   std::vector<std::pair<std::string, std::string>> extra_env;  // from -x NAME=VALUE, in order
   std::string job_id;                   // empty: a random one
+  std::string secret;                   // --secret; empty: HOOP_SECRET if set, else a random one
   std::optional<uint16_t> master_port;  // empty: a free port
   bool prefix_output = true;
+  bool store_stats = false;      // --store-stats: the store's requests and CPU time at the end
   double grace_seconds = 3.0;    // between SIGTERM and SIGKILL when stopping the ranks
   double timeout_seconds = 0.0;  // 0: no timeout
   int max_restarts = 0;  // restarts of the whole group after a rank fails (elastic restart)

@@ -41,6 +41,7 @@ std::vector<std::pair<std::string, std::string>> job_variables(
       {"HOOP_LOCAL_SIZE", local_size},
       {"HOOP_STORE_ADDR", job.store_addr},
       {"HOOP_JOB_ID", job.job_id},
+      {"HOOP_SECRET", job.secret},
       {"HOOP_RESTART_COUNT", std::to_string(job.restart_count)},
       // torchrun's, for torch.distributed's env:// initialisation.
       {"RANK", r},

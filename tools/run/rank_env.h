@@ -17,6 +17,7 @@ struct JobEnvironment {
   int nranks = 0;
   std::string store_addr;  // "127.0.0.1:<port>"
   std::string job_id;
+  std::string secret;  // HOOP_SECRET of every rank
   uint16_t master_port = 0;
   int restart_count = 0;  // attempts before this one (hoop-run --max-restarts)
   std::vector<std::pair<std::string, std::string>> extra;  // applied last: the user wins

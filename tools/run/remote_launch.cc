@@ -85,8 +85,17 @@ RemoteCommand remote_command(const std::string& launcher_template, const std::st
   }
   // Where hoop-run runs when the remote host has that directory (shared file systems), else
   // the login directory; then the job's variables and the command.
-  std::string line = "cd " + shell_quote(workdir) + " 2>/dev/null; exec env";
-  for (const auto& [name, value] : variables) line += " " + shell_quote(name + "=" + value);
+  std::string line;
+  std::string env_words;
+  for (const auto& [name, value] : variables) {
+    if (name == "HOOP_SECRET") {
+      line = "IFS= read -r HOOP_SECRET && export HOOP_SECRET; ";
+      out.stdin_text = value + "\n";
+    } else {
+      env_words += " " + shell_quote(name + "=" + value);
+    }
+  }
+  line += "cd " + shell_quote(workdir) + " 2>/dev/null; exec env" + env_words;
   for (const auto& word : command) line += " " + shell_quote(word);
   out.argv.push_back(line);
   return out;

@@ -6,7 +6,9 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -14,7 +16,9 @@
 #include "../bench/bench_math.h"
 #include "comm/algo_choice.h"
 #include "core/errors.h"
+#include "core/op_traits.h"
 #include "tuner/tuner.h"
+#include "plot_script.h"
 #include "units.h"
 
 namespace {
@@ -40,7 +44,24 @@ struct SimArgs {
   uint64_t factor = 2;
   int root = 0;
   int nchannels = 0;
+  bool exact = false;
+  bool uneven = false;
+  std::string plot_file;
 };
+
+// Writes the plot of the predictions in `json_file` to `png` (plot_script.h); false on failure.
+bool write_plot(const std::string& json_file, const std::string& png) {
+  const std::string script = json_file + ".plot.py";
+  {
+    std::ofstream out(script);
+    out << hoop::sim::kPlotScript;
+    if (!out) return false;
+  }
+  const std::string command = fmt::format("/usr/bin/python3 '{}' '{}' '{}'", script, json_file, png);
+  const int status = std::system(command.c_str());
+  std::remove(script.c_str());
+  return status == 0;
+}
 
 [[noreturn]] void usage_error(const std::string& what) {
   std::fprintf(stderr, "hoop-sim: %s\nRun with --help for more information.\n", what.c_str());
@@ -66,7 +87,8 @@ int main(int argc, char** argv) {
       "hoop-sim: predicted time of hoop's algorithms from their schedules and the cost model, at\n"
       "any number of ranks, with no network. Sizes are per-rank buffer bytes as in hoop-bench.",
       "hoop-sim"};
-  app.add_option("collective", a.collective, "allreduce | reducescatter | allgather | broadcast | reduce")
+  app.add_option("collective", a.collective, "allreduce | reducescatter | allgather | broadcast | reduce | alltoall | gather | scatter | allgatherv | "
+                 "reducescatterv | barrier")
       ->required();
   app.add_option("--ranks", a.ranks, "number of ranks")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   auto* hosts_opt = app.add_option("--hosts", a.hosts, "hosts, ranks spread in blocks (default: one rank per host)")
@@ -85,15 +107,24 @@ int main(int argc, char** argv) {
   app.add_option("-e,--maxbytes", a.max_text, "largest size")->capture_default_str();
   app.add_option("-f,--stepfactor", a.factor, "size factor")->capture_default_str()->check(CLI::Range(2, 1 << 20));
   app.add_option("-d,--datatype", a.dtype_text, "element type")->capture_default_str();
-  app.add_option("-r,--root", a.root, "root of broadcast and reduce")->capture_default_str();
+  app.add_option("-r,--root", a.root, "root of broadcast, reduce, gather and scatter")->capture_default_str();
   app.add_option("--algo", a.algo_text, "only these algorithms (NAME[,NAME...])");
   app.add_option("--nchannels", a.nchannels, "force the channel count")->check(CLI::Range(1, 64));
   app.add_option("--json", a.json_file, "also write every prediction to this JSON file");
+  app.add_option("--plot", a.plot_file, "also draw time and busbw against size to this PNG file");
+  app.add_flag("--uneven", a.uneven, "allgatherv, reducescatterv: blocks as hoop-bench --uneven (else even)");
+  app.add_flag("--exact", a.exact,
+               "walk every rank's schedule (slow at scale) instead of pricing one rank per class of "
+               "symmetric ranks");
   CLI11_PARSE(app, argc, argv);
 
   try {
     const auto op = parse_optype(a.collective);
-    if (!op || !hoop::bench::is_benchmarked(*op)) usage_error(fmt::format("unknown collective '{}'", a.collective));
+    // Sizes and busbw as hoop-bench counts them; the v-forms whose counts only each rank knows
+    // (alltoallv, gatherv, scatterv) are not priced: every rank's schedule needs its own counts.
+    if (!op || (!hoop::bench::is_benchmarked(*op) && *op != OpType::barrier) || has_per_rank_count(*op)) {
+      usage_error(fmt::format("unknown collective '{}'", a.collective));
+    }
     const auto dt = parse_dtype(a.dtype_text);
     if (!dt) usage_error(fmt::format("unknown datatype '{}'", a.dtype_text));
     const auto min_b = hoop::bench::parse_bytes(a.min_text), max_b = hoop::bench::parse_bytes(a.max_text);
@@ -131,24 +162,30 @@ int main(int argc, char** argv) {
     }
     const std::optional<int> channels = a.nchannels > 0 ? std::optional<int>(a.nchannels) : std::nullopt;
     tuner::Tuner tuner(model, topo, tuner::LinkView::Force::none);
+    tuner.set_pricing(a.exact ? tuner::Pricing::full_walk : tuner::Pricing::symmetric);
 
     const size_t elem = dtype_size(*dt);
-    const bool half_reduce = (*dt == DataType::f16 || *dt == DataType::bf16) && *op != OpType::allgather &&
-                             *op != OpType::broadcast;
+    const bool half_reduce = is_half_reduction(*dt, *op);
     const size_t priced_elem = half_reduce ? sizeof(float) : elem;
     hoop::bench::SizeSteps steps;
     steps.min_bytes = *min_b;
     steps.max_bytes = *max_b;
     steps.factor = a.factor;
-    const auto layouts = hoop::bench::plan_layouts(hoop::bench::size_sequence(steps), *op, elem, a.ranks);
+    // A barrier moves no data: one row.
+    const auto layouts = *op == OpType::barrier
+                             ? std::vector<hoop::bench::Layout>(1)
+                             : hoop::bench::plan_layouts(hoop::bench::size_sequence(steps), *op, elem, a.ranks, a.uneven);
 
     std::printf("# hoop-sim %s: %d ranks on %d hosts (%d per host), %s%s\n", a.collective.c_str(), a.ranks,
                 topo.nhosts(), per, a.dtype_text.c_str(),
-                hoop::bench::has_root(*op) ? fmt::format(", root {}", a.root).c_str() : "");
+                has_root(*op) ? fmt::format(", root {}", a.root).c_str() : "");
     std::fputs(tuner::to_table(model).c_str(), stdout);
-    std::printf("# %s\n", a.ranks <= 64 ? "every rank evaluated"
-                                        : "sampled ranks evaluated (whole hosts: rank 0's, the last rank's, the "
-                                          "root's, spread ones; ranks in lockstep)");
+    std::printf("# %s\n", a.exact ? "every rank's schedule walked (--exact)"
+                           : a.ranks <= 256
+                               ? "every rank evaluated (the ring: one rank per class of symmetric ranks)"
+                               : "the ring: one rank per class of symmetric ranks; the others: sampled ranks "
+                                 "evaluated (whole hosts: rank 0's, the last rank's, the root's, spread ones; "
+                                 "ranks in lockstep)");
     std::printf("#\n# %12s %12s  %-20s %3s %12s %12s %8s %10s %10s %10s\n", "size", "count", "algorithm", "ch",
                 "time(us)", "busbw(GB/s)", "steps", "sent/rank", "max/link", "tcp/host");
     const double factor = hoop::bench::busbw_factor(*op, a.ranks);
@@ -159,6 +196,13 @@ int main(int argc, char** argv) {
       d.count = l.op_count;
       d.nranks = a.ranks;
       d.root = a.root;
+      if (is_vector_op(*op)) {
+        // allgatherv, reducescatterv: every rank names every block, the same on every rank.
+        auto blocks = std::make_shared<schedule::BlockLayout>();
+        blocks->send = blocks->recv = schedule::Blocks::packed(l.blocks);
+        d.blocks = blocks;
+        d.count = l.count;
+      }
       d.topology = &tuner.topology();
       const auto priced = tuner.price_all(d, priced_elem, names, channels);
       const auto pick = tuner::Tuner::best(priced);
@@ -195,14 +239,26 @@ int main(int argc, char** argv) {
                     pick.nchannels == 1 ? "" : "s", pick.predicted_seconds * 1e6);
       }
     }
-    if (!a.json_file.empty()) {
-      std::ofstream out(a.json_file);
+    // The plot is drawn from the JSON: to a file of its own when --json names none.
+    const std::string json_file = !a.json_file.empty() ? a.json_file
+                                  : a.plot_file.empty() ? std::string()
+                                                        : a.plot_file + ".json";
+    if (!json_file.empty()) {
+      std::ofstream out(json_file);
       out << nlohmann::json{{"tool", "hoop-sim"}, {"collective", a.collective}, {"ranks", a.ranks},
                             {"hosts", topo.nhosts()}, {"dtype", a.dtype_text}, {"rows", rows}}
                  .dump(1)
           << "\n";
       if (!out) {
-        std::fprintf(stderr, "hoop-sim: cannot write %s\n", a.json_file.c_str());
+        std::fprintf(stderr, "hoop-sim: cannot write %s\n", json_file.c_str());
+        return 1;
+      }
+    }
+    if (!a.plot_file.empty()) {
+      const bool drawn = write_plot(json_file, a.plot_file);
+      if (a.json_file.empty()) std::remove(json_file.c_str());
+      if (!drawn) {
+        std::fprintf(stderr, "hoop-sim: cannot draw %s (/usr/bin/python3 with matplotlib)\n", a.plot_file.c_str());
         return 1;
       }
     }

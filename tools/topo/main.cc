@@ -1,8 +1,9 @@
 // hoop-topo: what hoop sees of a job, printed by rank 0: the hosts and their local ranks, the
 // link class and addresses of every rank, the ring order, the trees (and any other registered
 // AllReduce schedule's communication graph), the cost model (alpha/beta/gamma) and the
-// tuner's picks.
+// tuner's picks. --params prints every HOOP_* variable instead (no job needed).
 //   hoop-run -n 4 -- hoop-topo
+//   hoop-topo --params
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -14,7 +15,8 @@
 #include <vector>
 
 #include "comm/algo_choice.h"
-#include "comm/comm_impl.h"
+#include "comm/comm_access.h"
+#include "core/params.h"
 #include "schedule/schedule.h"
 
 namespace {
@@ -47,11 +49,12 @@ void print_graph(const std::string& algo, OpType op, int n, const schedule::Topo
     std::vector<int> from, to;
     for (const auto& step : s.steps) {
       for (const auto& a : step.actions) {
-        auto& list = a.kind == schedule::ActionKind::send ? to
-                     : (a.kind == schedule::ActionKind::recv_copy || a.kind == schedule::ActionKind::recv_reduce)
-                         ? from
-                         : to;
-        if (a.kind == schedule::ActionKind::copy || a.kind == schedule::ActionKind::finish_avg) continue;
+        // Shared-region reads and waits (shm-direct) hear from their peer like receives.
+        const bool hears = a.kind == schedule::ActionKind::recv_copy || a.kind == schedule::ActionKind::recv_reduce ||
+                           a.kind == schedule::ActionKind::read || a.kind == schedule::ActionKind::read_reduce ||
+                           a.kind == schedule::ActionKind::wait_flag;
+        auto& list = hears ? from : to;
+        if (a.peer < 0 || a.peer == r || (!hears && a.kind != schedule::ActionKind::send)) continue;
         if (std::find(list.begin(), list.end(), a.peer) == list.end()) list.push_back(a.peer);
       }
     }
@@ -67,12 +70,20 @@ int main(int argc, char** argv) {
   CLI::App app{"hoop-topo: hosts, ranks, links, rings, trees and the cost model of a job (run under hoop-run)",
                "hoop-topo"};
   int max_ranks = 64;
+  bool show_params = false;
   app.add_option("--max-ranks", max_ranks, "print per-rank lines for at most this many ranks")->capture_default_str();
+  app.add_flag("--params", show_params,
+               "print every HOOP_* variable, its value and where it came from (default, environment "
+               "or launcher), and exit");
   CLI11_PARSE(app, argc, argv);
+  if (show_params) {
+    for (const auto& p : params::all()) fmt::print("{}\n", params::describe(p.id));
+    return 0;
+  }
   std::shared_ptr<Communicator> comm;
   try {
     comm = Communicator::from_env();
-    auto& impl = comm->impl();
+    auto& impl = detail::CommAccess::impl(*comm);
     const int n = comm->size();
     if (comm->rank() == 0) {
       auto& tuner = impl.tuner();

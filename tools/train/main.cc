@@ -1,8 +1,10 @@
 // hoop-train: trains the built-in MLP data-parallel (DDP or ZeRO 1-3) on the handwritten
 // digits python3-sklearn ships (or synthetic data) and reports, per printed step, loss,
 // accuracy, step time, communication time and how much of it hid behind compute, and the
-// per-rank model-state memory measured against the ZeRO formula.
+// per-rank model-state memory measured against the ZeRO formula; with --compress, the
+// gradients go through a communication hook and each line gives the bytes sent per step.
 //   hoop-run -n 4 -- hoop-train --stage 2
+//   hoop-run -n 4 -- hoop-train --compress powersgd:4
 //   hoop-train --plan --params 7.5e9 --ranks 64
 #include <fmt/format.h>
 
@@ -13,6 +15,7 @@
 #include <exception>
 #include <vector>
 
+#include "core/params.h"
 #include "hoop/communicator.h"
 #include "hoop/dp.h"
 #include "model/dataset.h"
@@ -26,7 +29,7 @@ namespace {
 
 bool launched_by_a_launcher() {
   for (const char* v : {"HOOP_RANK", "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"}) {
-    if (std::getenv(v) != nullptr) return true;
+    if (params::raw(std::string_view(v))) return true;
   }
   return false;
 }
@@ -45,6 +48,17 @@ model::Dataset load_data(const TrainOptions& o, int rank) {
 }
 
 std::string mb(double bytes) { return fmt::format("{:.3f}", bytes / 1e6); }
+
+// Bytes a rank sends per step without a hook, with bandwidth-optimal collectives (ring): an
+// AllReduce of the gradients (stage 0), a ReduceScatter and an AllGather of the shard per
+// bucket (1, 2), and at stage 3 also an AllGather per layer before forward and backward.
+double uncompressed_bytes_per_step(const dp::DataParallel& dp, const dp::DpConfig& cfg) {
+  const double n = dp.world_size();
+  const double elem = cfg.precision == dp::Precision::bf16 ? 2 : 4;
+  if (cfg.stage == 0) return 2 * (n - 1) / n * static_cast<double>(dp.num_params()) * elem;
+  const double gathers = cfg.stage == 3 ? 3 : 2;
+  return gathers * (n - 1) * static_cast<double>(dp.shard_elements()) * elem;
+}
 
 // Every rank's memory, printed by rank 0 beside the formula.
 void print_memory(Communicator* comm, const dp::DataParallel& dp) {
@@ -101,30 +115,38 @@ int train(const TrainOptions& o) {
   const int steps_to_run = o.checkpoint_dir.empty()
                                ? o.steps
                                : std::max(0, o.steps - static_cast<int>(first_step));
-  const bool first_attempt = std::atoi(std::getenv("HOOP_RESTART_COUNT") ? std::getenv("HOOP_RESTART_COUNT") : "0") == 0;
+  const bool first_attempt = params::integer(params::Id::restart_count) == 0;
 
   if (rank == 0) {
     std::string shape;
     for (size_t i = 0; i < dims.size(); ++i) shape += (i ? "-" : "") + std::to_string(dims[i]);
-    std::printf("hoop-train: ZeRO stage %d%s on %d rank(s), %s, MLP %s (%zu parameters), %s\n",
+    std::printf("hoop-train: ZeRO stage %d%s on %d rank(s), %s, MLP %s (%zu parameters), %s, "
+                "gradients: %s\n",
                 o.dp.stage, o.dp.stage == 0 ? " (DDP)" : "", ranks,
                 o.dp.precision == dp::Precision::bf16 ? "bf16 + f32 master" : "f32",
                 shape.c_str(), dp.num_params(),
-                o.dp.optimizer.kind == dp::OptimizerKind::sgd ? "SGD" : "Adam");
+                o.dp.optimizer.kind == dp::OptimizerKind::sgd ? "SGD" : "Adam",
+                o.dp.compress.c_str());
     std::printf("data: %s, %zu training / %zu test rows; global batch %d; %zu gradient bucket(s):",
                 all.name.c_str(), train_set.size(), test_set.size(), o.batch, dp.buckets().size());
     for (const auto& b : dp.buckets()) std::printf(" %.1f KiB", static_cast<double>(b.bytes) / 1024);
     std::printf("\n");
     if (first_step > 0) std::printf("resumed from %s at step %llu\n", load_dir.c_str(),
                                     static_cast<unsigned long long>(first_step));
-    std::printf("%6s %9s %7s %9s %9s %9s %8s   (times: rank 0, mean per step since the last line)\n",
-                "step", "loss", "acc", "step ms", "comm ms", "hidden ms", "overlap");
+    std::printf("%6s %9s %7s %9s %9s %9s %8s %11s %8s   (rank 0, mean per step since the last "
+                "line; ratio: bytes without a hook over bytes sent)\n",
+                "step", "loss", "acc", "step ms", "comm ms", "hidden ms", "overlap", "sent KiB",
+                "ratio");
   }
+  const double none_bytes = uncompressed_bytes_per_step(dp, o.dp);
+  auto bytes_sent = [&] { return dp.bytes_sent(); };
+  double sent_total = 0;
 
   const int every = o.print_every > 0 ? o.print_every : std::max(1, steps_to_run / 15);
   std::vector<float> x;
   std::vector<int> y;
-  double loss_acc = 0, correct_acc = 0, count_acc = 0, time_acc = 0, comm_acc = 0, hidden_acc = 0;
+  double loss_acc = 0, correct_acc = 0, count_acc = 0, time_acc = 0, comm_acc = 0, hidden_acc = 0,
+         sent_acc = 0;
   int lines_steps = 0;
   bool memory_printed = false;
   for (int i = 0; i < steps_to_run; ++i) {
@@ -132,6 +154,7 @@ int train(const TrainOptions& o) {
     const auto rows = model::rank_share(
         model::global_batch(train_set.size(), o.batch, step, o.seed), rank, ranks);
     model::gather_rows(train_set, rows, x, y);
+    const uint64_t sent0 = bytes_sent();
     const auto t0 = std::chrono::steady_clock::now();
     // d(sum of local losses)/dz * N / B: the average over ranks is the global batch mean.
     const float scale = static_cast<float>(ranks) / static_cast<float>(o.batch);
@@ -139,6 +162,9 @@ int train(const TrainOptions& o) {
                                                  static_cast<int>(rows.size()), scale);
     dp.step();
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double sent = static_cast<double>(bytes_sent() - sent0);
+    sent_acc += sent;
+    sent_total += sent;
     double metrics[3] = {r.loss_sum, static_cast<double>(r.correct), static_cast<double>(r.count)};
     if (comm) comm->allreduce(metrics, metrics, 3, DataType::f64, RedOp::sum);
     const dp::CommTiming ct = dp.last_step_comm();
@@ -156,13 +182,16 @@ int train(const TrainOptions& o) {
     if ((i + 1) % every == 0 || i + 1 == steps_to_run) {
       if (rank == 0) {
         const double k = lines_steps;
-        std::printf("%6llu %9.4f %7.4f %9.3f %9.3f %9.3f %7.1f%%\n",
+        const std::string ratio =
+            sent_acc > 0 ? fmt::format("{:.1f}x", none_bytes * k / sent_acc) : "-";
+        std::printf("%6llu %9.4f %7.4f %9.3f %9.3f %9.3f %7.1f%% %11.1f %8s\n",
                     static_cast<unsigned long long>(step + 1), loss_acc / count_acc,
                     correct_acc / count_acc, 1e3 * time_acc / k, 1e3 * comm_acc / k,
-                    1e3 * hidden_acc / k, comm_acc > 0 ? 100.0 * hidden_acc / comm_acc : 0.0);
+                    1e3 * hidden_acc / k, comm_acc > 0 ? 100.0 * hidden_acc / comm_acc : 0.0,
+                    sent_acc / k / 1024, ratio.c_str());
         std::fflush(stdout);
       }
-      loss_acc = correct_acc = count_acc = time_acc = comm_acc = hidden_acc = 0;
+      loss_acc = correct_acc = count_acc = time_acc = comm_acc = hidden_acc = sent_acc = 0;
       lines_steps = 0;
     }
     if (!o.save_dir.empty() && o.save_at > 0 && step + 1 == static_cast<uint64_t>(o.save_at)) {
@@ -195,6 +224,13 @@ int train(const TrainOptions& o) {
   double metrics[3] = {e.loss_sum, static_cast<double>(e.correct), static_cast<double>(e.count)};
   if (comm) comm->allreduce(metrics, metrics, 3, DataType::f64, RedOp::sum);
   if (rank == 0) {
+    if (steps_to_run > 0 && ranks > 1 && sent_total == 0) {
+      std::printf("bytes sent: not counted by shared memory's direct path; HOOP_TRANSPORT=tcp "
+                  "counts them\n");
+    } else if (steps_to_run > 0 && ranks > 1) {
+      std::printf("bytes sent by rank 0: %.1f KiB per step (%s; %.1f KiB without a hook)\n",
+                  sent_total / steps_to_run / 1024, o.dp.compress.c_str(), none_bytes / 1024);
+    }
     std::printf("final test accuracy %.4f (%d/%d), test loss %.4f, after %llu steps\n",
                 metrics[1] / metrics[2], static_cast<int>(metrics[1]), static_cast<int>(metrics[2]),
                 metrics[0] / metrics[2], static_cast<unsigned long long>(dp.steps_done()));

@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
+#include <exception>
 #include <map>
 
 namespace hoop::train {
@@ -37,6 +38,17 @@ TrainOptions parse_options(int argc, char** argv) {
   bool no_prefetch = false;
   app.add_flag("--no-prefetch", no_prefetch, "stage 3: do not gather the next layer ahead");
   app.add_option("--algo", o.dp.op_options.algo, "force a collective algorithm (e.g. ring)");
+  app.add_option("--compress", o.dp.compress,
+                 "gradient communication hook: none, bf16, fp16, powersgd[:r][:warmup=K], "
+                 "onebit[:warmup=K][:chunk=C][:refresh=R]")
+      ->check([](const std::string& spec) {
+        try {
+          dp::make_comm_hook(spec);
+        } catch (const std::exception& e) {
+          return std::string(e.what());
+        }
+        return std::string();
+      });
 
   app.add_option("--data", o.data, "auto, digits, synthetic or a digits-style .csv.gz");
   app.add_option("--hidden", o.hidden, "hidden layer sizes")->delimiter(',');

@@ -4,7 +4,8 @@
     torch.distributed.init_process_group("hoop")
 
 CPU tensors only. Collectives: all_reduce (+ coalesced), broadcast, reduce, all_gather
-(+ into_tensor), reduce_scatter (+ tensor), barrier, send/recv (tag 0; matched in order).
+(+ into_tensor, + coalesced), reduce_scatter (+ tensor), gather, scatter, all_to_all
+(+ single, with split sizes), barrier; send/recv with tags and from any source.
 """
 import atexit as _atexit
 

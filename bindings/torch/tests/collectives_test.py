@@ -221,30 +221,147 @@ def check_reduce_scatter(c):
 
 def check_send_recv(c):
     right, left = (c.rank + 1) % c.size, (c.rank - 1) % c.size
-    for dtype in (torch.float32, torch.int16, torch.bool):
-        for n in (1, 100000):
+    for dtype in (torch.float32, torch.int16, torch.bool, torch.complex128):
+        for n in (1, 2_000_000):
+            # Every rank sends first, more than a link buffers: the receiver takes the message.
             mine = make(160, c.rank, n, dtype)
             got = torch.empty(n, dtype=dtype)
-            if n < 1000 or c.rank % 2 == 0:
-                # A send completes once its data is in the link's buffer: small messages can
-                # all go first; for large ones even ranks send first, odd ranks receive first.
-                dist.send(mine, right)
-                dist.recv(got, left)
-            else:
-                dist.recv(got, left)
-                dist.send(mine, right)
+            dist.send(mine, right)
+            dist.recv(got, left)
             c.same(got, make(160, left, n, dtype), f"send/recv {dtype} n={n}")
-    reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.full((5,), float(c.rank)), right),
-                                   dist.P2POp(dist.irecv, got := torch.empty(5), left)])
-    for r in reqs:
-        r.wait()
-    c.same(got, torch.full((5,), float(left)), "batch_isend_irecv")
+    # Receives posted before the sends, around the ring, large and small.
+    for n in (5, 2_000_000):
+        got = torch.empty(n)
+        reqs = dist.batch_isend_irecv([dist.P2POp(dist.irecv, got, left),
+                                       dist.P2POp(dist.isend, torch.full((n,), float(c.rank)), right)])
+        for r in reqs:
+            r.wait()
+        c.same(got, torch.full((n,), float(left)), f"batch_isend_irecv irecv first n={n}")
+    # Tags: received in the other order than sent.
+    works = [dist.isend(torch.full((3,), float(tag)), right, tag=tag) for tag in (1, 2)]
+    for tag in (2, 1):
+        got = torch.empty(3)
+        dist.recv(got, left, tag=tag)
+        c.same(got, torch.full((3,), float(tag)), f"recv tag {tag}")
+    for w in works:
+        w.wait()
     # Into a non-contiguous receive buffer.
     target = torch.zeros(6, 4)
     dist.send(torch.full((6,), float(c.rank)), right)
     dist.recv(target[:, 2], left)
     c.same(target[:, 2].contiguous(), torch.full((6,), float(left)), "recv into a strided column")
     c.same(target[:, :2].contiguous(), torch.zeros(6, 2), "recv leaves other columns alone")
+    # From any source: rank 0 takes one message from each other rank, in whatever order.
+    if c.rank == 0:
+        senders = set()
+        for _ in range(c.size - 1):
+            got = torch.empty(4, dtype=torch.int64)
+            sender = dist.recv(got)
+            c.same(got, torch.full((4,), sender, dtype=torch.int64), f"recv from any source ({sender})")
+            senders.add(sender)
+        c.same(torch.tensor(sorted(senders)), torch.arange(1, c.size), "senders of recv from any source")
+    else:
+        dist.send(torch.full((4,), c.rank, dtype=torch.int64), 0)
+    # No rank sends rank 0 anything else before it has taken them all.
+    dist.barrier()
+
+
+def check_all_to_all(c):
+    """all_to_all_single with equal, uneven and zero splits, and all_to_all of lists; rank r
+    sends split(r, j) rows to rank j."""
+    def split(r, j):
+        return (r + 2 * j) % 3
+    width = 5
+    for dtype in MOVE_DTYPES:
+        rows_in = [split(c.rank, j) for j in range(c.size)]
+        rows_out = [split(r, c.rank) for r in range(c.size)]
+        mine = make(200, c.rank, sum(rows_in) * width, dtype).reshape(-1, width)
+        blocks = [make(200, r, sum(split(r, j) for j in range(c.size)) * width, dtype).reshape(-1, width)
+                  .split([split(r, j) for j in range(c.size)])[c.rank] for r in range(c.size)]
+        out = torch.empty(sum(rows_out), width, dtype=dtype)
+        dist.all_to_all_single(out, mine, rows_out, rows_in)
+        c.same(out, torch.cat(blocks), f"all_to_all_single uneven {dtype}")
+        # Equal splits, into a non-contiguous output.
+        mine = make(201, c.rank, c.size * 2 * width, dtype).reshape(-1, width)
+        want = torch.cat([make(201, r, c.size * 2 * width, dtype).reshape(-1, width)[2 * c.rank:2 * c.rank + 2]
+                          for r in range(c.size)])
+        out = torch.empty(width, c.size * 2, dtype=dtype).t()
+        dist.all_to_all_single(out, mine)
+        c.same(out.contiguous(), want, f"all_to_all_single equal {dtype}")
+        # Lists: tensor j of rank r goes to rank j (sizes differ, some are empty).
+        ins = [make(202, c.rank * c.size + j, split(c.rank, j) * 7, dtype) for j in range(c.size)]
+        outs = [torch.empty(split(r, c.rank) * 7, dtype=dtype) for r in range(c.size)]
+        dist.all_to_all(outs, ins)
+        for r in range(c.size):
+            c.same(outs[r], make(202, r * c.size + c.rank, split(r, c.rank) * 7, dtype), f"all_to_all {dtype} from {r}")
+
+
+def check_gather_scatter(c):
+    for dtype in MOVE_DTYPES:
+        for root in range(c.size):
+            for n in (0, 3, 3000):
+                mine = make(220 + root, c.rank, n, dtype)
+                outs = [torch.empty(n, dtype=dtype) for _ in range(c.size)] if c.rank == root else None
+                outs_gloo = [torch.empty(n, dtype=dtype) for _ in range(c.size)] if c.rank == root else None
+                g = c.gloo_result(lambda t, group: dist.gather(t, outs_gloo, root, group=group), mine)
+                dist.gather(mine, outs, root)
+                if c.rank == root:
+                    for r in range(c.size):
+                        c.same(outs[r], make(220 + root, r, n, dtype), f"gather {dtype} root {root} n={n} from {r}")
+                        if g is not None:
+                            c.same(outs[r], outs_gloo[r], f"gather {dtype} root {root} from {r} vs gloo")
+                ins = [make(240 + root, j, n, dtype) for j in range(c.size)] if c.rank == root else None
+                got = torch.empty(n, dtype=dtype)
+                g = c.gloo_result(lambda t, group: dist.scatter(t, ins, root, group=group), got)
+                dist.scatter(got, ins, root)
+                c.same(got, make(240 + root, c.rank, n, dtype), f"scatter {dtype} root {root} n={n}")
+                if g is not None:
+                    c.same(got, g[0], f"scatter {dtype} root {root} vs gloo")
+    # Into a non-contiguous tensor; objects (sizes first, then padded bytes).
+    got = torch.zeros(4, 6)
+    dist.scatter(got[:, 1], [torch.full((4,), float(j)) for j in range(c.size)] if c.rank == 0 else None, 0)
+    c.same(got[:, 1].contiguous(), torch.full((4,), float(c.rank)), "scatter into a strided column")
+    objects = [None] * c.size if c.rank == c.size - 1 else None
+    dist.gather_object({"rank": c.rank, "data": list(range(c.rank * 50))}, objects, c.size - 1)
+    if c.rank == c.size - 1 and objects != [{"rank": r, "data": list(range(r * 50))} for r in range(c.size)]:
+        c.same(torch.zeros(1), torch.ones(1), f"gather_object got {objects}")
+    received = [None]
+    dist.scatter_object_list(received, [("to", j, "x" * j * 100) for j in range(c.size)] if c.rank == 1 else None, 1)
+    if received[0] != ("to", c.rank, "x" * c.rank * 100):
+        c.same(torch.zeros(1), torch.ones(1), f"scatter_object_list got {received[0]}")
+
+
+def check_all_gather_coalesced(c):
+    shapes = [(2, 3), (0,), (17,)]
+    for dtype in MOVE_DTYPES:
+        mine = [make(260 + i, c.rank, 1, dtype).expand(*s).contiguous() for i, s in enumerate(shapes)]
+        outs = [[torch.empty(s, dtype=dtype) for s in shapes] for _ in range(c.size)]
+        dist.all_gather_coalesced(outs, mine)
+        for r in range(c.size):
+            for i, s in enumerate(shapes):
+                c.same(outs[r][i], make(260 + i, r, 1, dtype).expand(*s), f"all_gather_coalesced {dtype} rank {r} #{i}")
+        if dtype == torch.float32:
+            outs_gloo = [[torch.empty(s, dtype=dtype) for s in shapes] for _ in range(c.size)]
+            dist.all_gather_coalesced(outs_gloo, mine, group=c.gloo)
+            c.gloo_count += 1
+            for r in range(c.size):
+                for i in range(len(shapes)):
+                    c.same(outs[r][i], outs_gloo[r][i], f"all_gather_coalesced rank {r} #{i} vs gloo")
+
+
+def check_sparse_all_reduce(c):
+    # Rank r holds r entries (rank 0 none) of a 6 x 4 x 2 tensor, sparse in its first two
+    # dimensions; some entries of different ranks coincide.
+    for dtype in (torch.float32, torch.int64):
+        def sparse(r):
+            g = torch.Generator().manual_seed(300 + r)
+            idx = torch.stack([torch.randint(0, 6, (r,), generator=g), torch.randint(0, 4, (r,), generator=g)])
+            return torch.sparse_coo_tensor(idx, make(301, r, r * 2, dtype).reshape(r, 2), (6, 4, 2))
+        mine = sparse(c.rank)
+        dist.all_reduce(mine)
+        c.same(mine.to_dense(), sum(sparse(r).to_dense() for r in range(c.size)), f"sparse all_reduce {dtype}")
+        if not mine.is_coalesced():
+            c.same(torch.zeros(1), torch.ones(1), "sparse all_reduce result coalesced")
 
 
 def check_sub_group(c):
@@ -279,6 +396,13 @@ def check_errors(c):
                  f"hoop rank {c.rank}", "allreduce", "not supported")
     expect_error(c, "root out of range", lambda: dist.broadcast(torch.ones(3), c.size + 3),
                  f"hoop rank {c.rank}", "broadcast", "root")
+    expect_error(c, "split sizes", lambda: dist.all_to_all_single(torch.empty(3), torch.ones(3), [1] * c.size,
+                                                                  [2] * c.size),
+                 f"hoop rank {c.rank}", "alltoall_base", "split sizes add up to")
+    # A message shorter than the receiving tensor.
+    dist.send(torch.ones(5), (c.rank + 1) % c.size)
+    expect_error(c, "short message", lambda: dist.recv(torch.empty(6), (c.rank - 1) % c.size),
+                 f"hoop rank {c.rank}", "recv", "received 20 bytes", "tensor of 24")
     t = torch.ones(4)
     dist.all_reduce(t)
     c.same(t, torch.full((4,), float(c.size)), "all_reduce after refused calls")
@@ -298,7 +422,7 @@ def check_errors(c):
 
 
 def main():
-    warnings.filterwarnings("ignore", message=".*all_reduce_coalesced will be deprecated")
+    warnings.filterwarnings("ignore", message=".*all_(reduce|gather)_coalesced will be deprecated")
     torch.set_num_threads(1)
     dist.init_process_group("hoop")
     rank, size = dist.get_rank(), dist.get_world_size()
@@ -307,7 +431,8 @@ def main():
     c = Checker(rank, size, gloo)
     for check in (check_all_reduce, check_non_contiguous, check_async_and_future,
                   check_all_reduce_coalesced, check_broadcast, check_reduce, check_all_gather,
-                  check_reduce_scatter, check_send_recv, check_sub_group):
+                  check_reduce_scatter, check_send_recv, check_all_to_all, check_gather_scatter,
+                  check_all_gather_coalesced, check_sparse_all_reduce, check_sub_group):
         check(c)
     dist.barrier()
     check_errors(c)

@@ -4,13 +4,18 @@
    on a "gloo" group from the same start: same parameters, on every rank.
 2. The same, checked against one process training on all ranks' batches at once.
 3. ZeroRedundancyOptimizer(Adam) over "hoop" matches plain Adam.
-Exits non-zero on a mismatch.
+4. DDP with torch's own comm hooks, fp16_compress_hook and powerSGD_hook (whose callbacks issue
+   further all_reduces and wait for them): trains as on gloo, parameters bit-identical on
+   every rank.
+Exits non-zero on a mismatch, and with every thread's stack after HANG_SECONDS without an end.
 """
+import faulthandler
 import sys
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -18,6 +23,7 @@ import hoop_torch  # noqa: F401  (registers the backend)
 
 STEPS = 6
 BATCH = 8
+HANG_SECONDS = 200
 
 
 def make_model(seed):
@@ -46,6 +52,30 @@ def ddp(group, rank):
     return DDP(make_model(seed=rank), process_group=group, bucket_cap_mb=0.004)
 
 
+def sgd(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+
+def hooked_ddp(group, rank, hook):
+    """DDP trained with `hook` (a torch comm hook and its state) on `group`."""
+    model = ddp(group, rank)
+    state = group
+    if hook is powerSGD_hook.powerSGD_hook:
+        # Plain all_reduce for the first 2 steps, then rank-1 PowerSGD with error feedback.
+        state = powerSGD_hook.PowerSGDState(process_group=group, matrix_approximation_rank=1,
+                                            start_powerSGD_iter=2)
+    model.register_comm_hook(state, hook)
+    return train(model, sgd(model), rank)
+
+
+def same_on_every_rank(params, gloo, what, rank):
+    """Compares every parameter with rank 0's, bit for bit (through gloo)."""
+    for p in params:
+        theirs = p.clone()
+        dist.broadcast(theirs, 0, group=gloo)
+        close([p], [theirs], what, rank, rtol=0, atol=0)
+
+
 def close(a, b, what, rank, rtol=1e-5, atol=1e-6):
     for i, (x, y) in enumerate(zip(a, b)):
         if not torch.allclose(x, y, rtol=rtol, atol=atol):
@@ -56,23 +86,19 @@ def close(a, b, what, rank, rtol=1e-5, atol=1e-6):
 
 def main():
     torch.set_num_threads(1)
+    faulthandler.dump_traceback_later(HANG_SECONDS, exit=True)
     dist.init_process_group("hoop")
     rank, size = dist.get_rank(), dist.get_world_size()
     hoop = dist.group.WORLD
     gloo = dist.new_group(backend="gloo")
 
-    sgd = lambda m: torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)  # noqa: E731
     model = ddp(hoop, rank)
     with_hoop = train(model, sgd(model), rank)
     model = ddp(gloo, rank)
     with_gloo = train(model, sgd(model), rank)
     close(with_hoop, with_gloo, "DDP hoop vs gloo", rank)
 
-    # Every rank holds the same parameters: compare with rank 0's through gloo.
-    for p in with_hoop:
-        theirs = p.clone()
-        dist.broadcast(theirs, 0, group=gloo)
-        close([p], [theirs], "DDP hoop parameters across ranks", rank, rtol=0, atol=0)
+    same_on_every_rank(with_hoop, gloo, "DDP hoop parameters across ranks", rank)
 
     # One process, all ranks' batches: the mean loss over the whole batch has the averaged
     # gradient DDP computes.
@@ -94,10 +120,19 @@ def main():
     with_adam = train(model, torch.optim.Adam(model.parameters(), lr=0.01), rank)
     close(with_zero, with_adam, "ZeroRedundancyOptimizer(Adam) vs Adam", rank)
 
+    # The hooks chain collectives in future callbacks; PowerSGD's wait for the all_reduce they
+    # issue. Rounding differs from gloo's (another summation order), amplified by PowerSGD's
+    # orthogonalization: close, not equal.
+    for hook in (default_hooks.fp16_compress_hook, powerSGD_hook.powerSGD_hook):
+        with_hoop = hooked_ddp(hoop, rank, hook)
+        same_on_every_rank(with_hoop, gloo, f"DDP {hook.__name__} parameters across ranks", rank)
+        close(with_hoop, hooked_ddp(gloo, rank, hook), f"DDP {hook.__name__} hoop vs gloo", rank,
+              rtol=1e-3, atol=1e-4)
+
     dist.barrier()
     if rank == 0:
-        print(f"training ok on {size} ranks: DDP hoop == gloo == one process, ZeRO(Adam) == Adam",
-              flush=True)
+        print(f"training ok on {size} ranks: DDP hoop == gloo == one process, ZeRO(Adam) == Adam, "
+              "DDP with fp16_compress_hook and powerSGD_hook == gloo", flush=True)
     # Exit without destroy_process_group, works in flight: hoop_torch's exit hook lets them
     # finish and release their tensors before Python finalizes.
     for _ in range(50):

@@ -1,11 +1,11 @@
 #include "transport/shm/process_liveness.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -19,13 +19,22 @@ struct ProcessState {
   uint64_t start_time = 0;  // clock ticks after boot: tells a recycled pid apart
 };
 
-// nullopt when /proc has no entry for the pid (the process is gone, or /proc is missing).
+// nullopt when /proc has no entry for the pid (the process is gone, or /proc is missing); state
+// 'X' when the process vanished between opening and reading its entry (read() fails with
+// ESRCH then). Plain read(): a stream would throw from inside its iterator in that case.
 std::optional<ProcessState> read_process_state(pid_t pid) {
   char path[64];
   std::snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string text;
+  char buf[512];
+  ssize_t got = 0;
+  while ((got = ::read(fd, buf, sizeof(buf))) > 0 || (got < 0 && errno == EINTR)) {
+    if (got > 0) text.append(buf, static_cast<size_t>(got));
+  }
+  ::close(fd);
+  if (got < 0) return ProcessState{'X', 0};
   // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so parse after the
   // last ')'. The fields after it are numbered from 3 (state); starttime is field 22.
   const size_t close = text.rfind(')');

@@ -39,7 +39,12 @@ ShmLink::ShmLink(void* base, size_t mapped_bytes, int my_rank, int peer_rank, pi
   readable_end_ = read_pos_;
 }
 
-ShmLink::~ShmLink() { munmap(base_, mapped_bytes_); }
+ShmLink::~ShmLink() {
+  // Unless this side wrote bytes that the peer may still come for.
+  if (remove_unattached_ && write_pos_ == 0 && control_->header.pid[1 - side_].load(std::memory_order_acquire) == 0)
+    shm_unlink(segment_name_.c_str());
+  munmap(base_, mapped_bytes_);
+}
 
 ErrorContext ShmLink::error_context() const {
   ErrorContext ctx;

@@ -42,6 +42,9 @@ class ShmLink final : public Link {
   void poison(const std::string& reason) noexcept override;
 
   size_t capacity() const noexcept { return capacity_; }
+  // The creator's side: remove the segment's name at destruction if the peer never attached
+  // and nothing was written for it.
+  void remove_name_if_never_attached() noexcept { remove_unattached_ = true; }
 
  private:
   void throw_if_poisoned(const RingControl& ring) const {
@@ -74,6 +77,7 @@ class ShmLink final : public Link {
   uint64_t readable_end_ = 0;  // write_pos seen by the last readable()
   bool armed_read_ = false;
   bool armed_write_ = false;
+  bool remove_unattached_ = false;
 
   // Identity of the peer process seen by the first liveness check (its start time), so that
   // a recycled pid is not mistaken for the peer.

@@ -16,9 +16,9 @@
 #include <vector>
 #include <thread>
 
-#include "core/env.h"
 #include "core/errors.h"
 #include "core/log.h"
+#include "core/params.h"
 #include "transport/shm/shm_layout.h"
 #include "transport/shm/shm_link.h"
 
@@ -32,7 +32,6 @@ using shm::kLayoutVersion;
 using shm::kSegmentReady;
 using shm::SegmentControl;
 
-constexpr size_t kDefaultRingBytes = size_t{4} << 20;
 constexpr size_t kLargestRingBytes = size_t{1} << 40;
 // How often the second arrival looks again at a segment its creator is still initialising.
 constexpr auto kAttachPoll = std::chrono::microseconds(50);
@@ -69,7 +68,7 @@ class Mapping {
 
 size_t ring_capacity(size_t requested, const ErrorContext& ctx) {
   uint64_t bytes = requested;
-  if (bytes == 0) bytes = env::get_size("HOOP_SHM_RING_BYTES").value_or(kDefaultRingBytes);
+  if (bytes == 0) bytes = params::bytes(params::Id::shm_ring_bytes);
   HOOP_CHECK_ARG(bytes <= kLargestRingBytes, ctx, "shared-memory ring of {} bytes is too large",
                  bytes);
   // A multiple of the cache line keeps 8-byte stream offsets 8-byte aligned across the wrap.
@@ -119,7 +118,9 @@ std::unique_ptr<Link> create_segment(int raw_fd, const std::string& name, const 
   h.ready.store(kSegmentReady, std::memory_order_release);
   HOOP_TRACE("shm: created {} for rank {} <-> {} ({} bytes per direction)", name, p.my_rank,
              p.peer_rank, capacity);
-  return std::make_unique<shm::ShmLink>(map.release(), total, p.my_rank, p.peer_rank, p.peer_pid, name);
+  auto link = std::make_unique<shm::ShmLink>(map.release(), total, p.my_rank, p.peer_rank, p.peer_pid, name);
+  if (p.remove_if_unattached) link->remove_name_if_never_attached();
+  return link;
 }
 
 enum class Attach { done, stale };

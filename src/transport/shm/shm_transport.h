@@ -5,7 +5,8 @@
 // (O_CREAT|O_EXCL) and initialises it; the second maps it and unlinks the name at once, so
 // nothing is left in /dev/shm once both are attached, whatever happens to them later. The
 // launcher removes the rare segment orphaned between creation and attachment
-// (shm_remove_job_segments). Pages are pre-faulted at creation.
+// (shm_remove_job_segments), and a link made with remove_if_unattached removes its own unused
+// segment when it goes away before its peer came. Pages are pre-faulted at creation.
 //
 // A segment of the same name left by an earlier run under the same job id (already attached
 // by someone in our place, or created by a process other than params.peer_pid) is never
@@ -32,6 +33,9 @@ struct ShmLinkParams {
   int channel = 0;        // one segment per channel of a peer pair (multi-ring)
   pid_t peer_pid = 0;     // for liveness checks
   size_t capacity = 0;    // bytes per direction; 0: default (HOOP_SHM_RING_BYTES or 4 MiB)
+  // For a link the peer may never need (point-to-point): when this side created the segment,
+  // wrote nothing and the peer never attached, the link removes the name at destruction.
+  bool remove_if_unattached = false;
 };
 
 // Blocks until the link is attached on this side (never waits for the peer to attach, only

@@ -7,8 +7,8 @@
 #include <cctype>
 #include <cstring>
 
-#include "core/env.h"
 #include "core/errors.h"
+#include "core/params.h"
 
 namespace hoop::transport::tcp {
 
@@ -63,7 +63,7 @@ std::vector<InterfaceAddress> selected_interface_addresses(const std::optional<I
 }
 
 int socket_family_from_env() {
-  auto v = env::get("HOOP_SOCKET_FAMILY");
+  auto v = params::text(params::Id::socket_family);
   if (!v) return AF_UNSPEC;
   std::string s = *v;
   for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));

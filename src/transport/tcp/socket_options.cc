@@ -9,13 +9,13 @@
 #include <cerrno>
 #include <climits>
 
-#include "core/env.h"
 #include "core/errors.h"
+#include "core/params.h"
 
 namespace hoop::transport::tcp {
 
 size_t socket_buffer_bytes() {
-  const uint64_t v = env::get_size("HOOP_SOCKET_BUFFER").value_or(uint64_t{4} << 20);
+  const uint64_t v = params::bytes(params::Id::socket_buffer);
   return static_cast<size_t>(std::min<uint64_t>(v, INT_MAX / 2));
 }
 

@@ -13,6 +13,7 @@
 
 #include "core/errors.h"
 #include "core/log.h"
+#include "transport/tcp/connect_targets.h"
 #include "transport/tcp/handshake.h"
 #include "transport/tcp/interfaces.h"
 #include "core/socket_address.h"
@@ -24,65 +25,19 @@
 namespace hoop::transport {
 
 using hoop::SocketAddress;
+using tcp::context_of;
+using tcp::kFirstBackoff;
+using tcp::kMaxBackoff;
+using tcp::Target;
+using tcp::targets_for;
 using tcp::UniqueFd;
+using tcp::worth_retrying;
 
 namespace {
 
 // A connect attempt that neither succeeds nor fails (SYN lost, a firewall dropping it) is
 // abandoned after this long, so the next address gets its turn.
 constexpr milliseconds kConnectAttemptTimeout{3000};
-constexpr milliseconds kFirstBackoff{10};
-constexpr milliseconds kMaxBackoff{1000};
-
-// Failures that a later attempt may not see: the peer not listening yet, a lost SYN, a route
-// or an address still coming up. Others (no IPv6 on this host...) will not go away.
-bool worth_retrying(int err) {
-  return err == ECONNREFUSED || err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH ||
-         err == ECONNRESET || err == EAGAIN || err == EINTR || err == EADDRNOTAVAIL ||
-         err == ENOBUFS;
-}
-
-struct Target {
-  std::string text;
-  SocketAddress address;
-};
-
-ErrorContext context_of(const TcpLinkParams& p) {
-  return ErrorContext{.rank = p.my_rank, .op = "tcp.connect", .seq = 0, .peer = p.peer_rank};
-}
-
-// The peer's addresses worth trying, in order: loopback ones (IPv4 first) for a peer on this
-// host, the others for a peer elsewhere.
-std::vector<Target> targets_for(const TcpLinkParams& p) {
-  std::vector<Target> loopback, remote;
-  for (const auto& text : p.peer_addresses) {
-    auto addr = SocketAddress::parse(text);
-    if (!addr) {
-      throw_error(ErrorCode::invalid_argument,
-                  fmt::format("rank {} published an unparsable address '{}'", p.peer_rank, text),
-                  context_of(p));
-    }
-    (addr->is_loopback() ? loopback : remote).push_back({text, *addr});
-  }
-  std::stable_sort(loopback.begin(), loopback.end(), [](const Target& a, const Target& b) {
-    return a.address.family() == AF_INET && b.address.family() != AF_INET;
-  });
-  auto& chosen = p.same_host ? loopback : remote;
-  // Channel c starts with the peer's c-th interface: with one interface per rail, each channel
-  // of a multi-ring runs over its own link.
-  if (!p.same_host && chosen.size() > 1 && p.channel > 0) {
-    std::rotate(chosen.begin(), chosen.begin() + static_cast<long>(static_cast<size_t>(p.channel) % chosen.size()),
-                chosen.end());
-  }
-  if (chosen.empty()) {
-    throw_error(ErrorCode::transport,
-                fmt::format("rank {} published no {} address (it published: {})", p.peer_rank,
-                            p.same_host ? "loopback" : "non-loopback",
-                            fmt::join(p.peer_addresses, ", ")),
-                context_of(p));
-  }
-  return chosen;
-}
 
 int wait_for(int fd, short events, TimePoint until) {
   pollfd pfd{fd, events, 0};
@@ -217,14 +172,7 @@ void receive_all(int fd, std::span<std::byte> bytes, TimePoint deadline, const T
 UniqueFd connect_actively(TcpListener& listener, const TcpLinkParams& p, TimePoint deadline,
                           std::string* where) {
   UniqueFd fd = connect_with_retry(p, targets_for(p), deadline, where);
-  tcp::Hello hello;
-  hello.job_key = listener.job_key();
-  hello.secret_key = listener.secret_key();
-  hello.comm_id = p.comm_id;
-  hello.from_rank = p.my_rank;
-  hello.to_rank = p.peer_rank;
-  hello.channel = p.channel;
-  send_all(fd.get(), tcp::encode_hello(hello), deadline, p);
+  send_all(fd.get(), tcp::encode_hello(tcp::hello_for(listener, p)), deadline, p);
   std::array<std::byte, tcp::kReplyBytes> reply{};
   receive_all(fd.get(), reply, deadline, p, *where);
   const auto status = tcp::parse_reply(reply);
@@ -269,7 +217,7 @@ std::unique_ptr<Link> tcp_connect(TcpListener& listener, const TcpLinkParams& p,
               p.peer_rank, p.comm_id, p.channel, p.my_rank < p.peer_rank ? "connected to" : "accepted from",
               where, local ? tcp::interface_of(*local) : "?");
   }
-  return std::make_unique<tcp::TcpLink>(std::move(fd), p.my_rank, p.peer_rank);
+  return std::make_unique<tcp::TcpLink>(std::move(fd), p.my_rank, p.peer_rank, p.staging_bytes);
 }
 
 }  // namespace hoop::transport

@@ -9,16 +9,15 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/env.h"
 #include "core/errors.h"
 #include "core/log.h"
+#include "core/params.h"
 #include "transport/waiter.h"
 
 namespace hoop::transport::tcp {
 
 namespace {
 
-constexpr size_t kDefaultStagingBytes = size_t{4} << 20;
 constexpr size_t kMinStagingBytes = 4096;
 // Unconsumed bytes this few are moved to the front whenever the tail runs short.
 constexpr size_t kCheapMoveBytes = 4096;
@@ -29,7 +28,7 @@ bool peer_gone(int err) {
 }
 
 size_t staging_bytes_from_env() {
-  return static_cast<size_t>(env::get_size("HOOP_TCP_STAGING_BYTES").value_or(kDefaultStagingBytes));
+  return static_cast<size_t>(params::bytes(params::Id::tcp_staging_bytes));
 }
 
 }  // namespace

@@ -14,7 +14,7 @@
 #include <mutex>
 #include <tuple>
 
-#include "core/env.h"
+#include "core/params.h"
 #include "core/errors.h"
 #include "core/log.h"
 #include "transport/tcp/handshake.h"
@@ -23,6 +23,7 @@
 #include "transport/tcp/socket_options.h"
 #include "transport/tcp/tcp_transport.h"
 #include "transport/tcp/unique_fd.h"
+#include "transport/waiter.h"
 
 namespace hoop::transport {
 
@@ -111,6 +112,11 @@ struct TcpListener::Impl {
   std::vector<PendingConn> pending;                // touched only by the driving thread
 
   void publish_addresses();
+  // With mu held by `lock` and nobody driving: drives one round of the loop (mu released
+  // meanwhile) and files what arrived in `ready`.
+  void drive_round(std::unique_lock<std::mutex>& lock, TimePoint until);
+  // Takes the handshaken connection for `key` out of `ready` (mu held); -1 when not there.
+  int claim(const ConnKey& key);
   // One round of the accept loop (sleeping until `until` at most); appends the connections
   // whose handshake completed to `arrived`.
   void drive_once(TimePoint until, std::vector<std::pair<ConnKey, UniqueFd>>& arrived);
@@ -124,7 +130,7 @@ struct TcpListener::Impl {
 void TcpListener::Impl::publish_addresses() {
   const int family = tcp::socket_family_from_env();
   std::optional<tcp::InterfaceFilter> filter;
-  const auto ifname = env::get("HOOP_SOCKET_IFNAME");
+  const auto ifname = params::text(params::Id::socket_ifname);
   if (ifname) filter = tcp::InterfaceFilter::parse(*ifname);
   const int usable = ipv6 ? family : (family == AF_INET6 ? -1 : AF_INET);
   if (usable != -1) {
@@ -145,6 +151,33 @@ void TcpListener::Impl::publish_addresses() {
   }
   addresses.push_back(fmt::format("127.0.0.1:{}", port));
   if (ipv6) addresses.push_back(fmt::format("[::1]:{}", port));
+}
+
+int TcpListener::Impl::claim(const ConnKey& key) {
+  auto it = ready.find(key);
+  if (it == ready.end()) return -1;
+  UniqueFd conn = std::move(it->second.front());
+  it->second.pop_front();
+  if (it->second.empty()) ready.erase(it);
+  return conn.release();
+}
+
+void TcpListener::Impl::drive_round(std::unique_lock<std::mutex>& lock, TimePoint until) {
+  driving = true;
+  lock.unlock();
+  std::vector<std::pair<ConnKey, UniqueFd>> arrived;
+  try {
+    drive_once(until, arrived);
+  } catch (...) {
+    lock.lock();
+    driving = false;
+    cv.notify_all();
+    throw;
+  }
+  lock.lock();
+  driving = false;
+  for (auto& [k, conn] : arrived) ready[k].push_back(std::move(conn));
+  cv.notify_all();
 }
 
 void TcpListener::Impl::reject(PendingConn& c, const std::string& reason) {
@@ -239,8 +272,8 @@ TcpListener::TcpListener(const std::string& job_id) : impl_(std::make_unique<Imp
   if (!local) throw_system_error(ErrorCode::transport, "getsockname on the TCP listener", errno);
   s.port = local->port();
   s.job_key = tcp::fnv1a64(job_id);
-  if (auto secret = env::get("HOOP_SECRET")) s.secret_key = tcp::fnv1a64(*secret);
-  if (auto t = env::get_seconds("HOOP_TCP_HANDSHAKE_TIMEOUT")) s.handshake_timeout = *t;
+  if (auto secret = params::text(params::Id::secret)) s.secret_key = tcp::fnv1a64(*secret);
+  s.handshake_timeout = params::seconds(params::Id::tcp_handshake_timeout);
   s.publish_addresses();
   HOOP_INFO("tcp: listening on port {} ({})", s.port, s.ipv6 ? "IPv6 and IPv4" : "IPv4 only");
 }
@@ -258,15 +291,9 @@ int TcpListener::accept_from(uint64_t comm_id, int peer, int my_rank, int channe
   Impl& s = *impl_;
   const TimePoint start = Clock::now();
   const ConnKey key{comm_id, peer, my_rank, channel};
-  std::vector<std::pair<ConnKey, UniqueFd>> arrived;
   std::unique_lock lock(s.mu);
   for (;;) {
-    if (auto it = s.ready.find(key); it != s.ready.end()) {
-      UniqueFd conn = std::move(it->second.front());
-      it->second.pop_front();
-      if (it->second.empty()) s.ready.erase(it);
-      return conn.release();
-    }
+    if (const int conn = s.claim(key); conn >= 0) return conn;
     const TimePoint now = Clock::now();
     if (now >= deadline) {
       throw_error(ErrorCode::timeout,
@@ -280,22 +307,25 @@ int TcpListener::accept_from(uint64_t comm_id, int peer, int my_rank, int channe
       continue;
     }
     // This thread drives the accept loop for everyone; the others wait to be notified.
-    s.driving = true;
-    lock.unlock();
-    arrived.clear();
-    try {
-      s.drive_once(std::min(deadline, now + kDriveSlice), arrived);
-    } catch (...) {
-      lock.lock();
-      s.driving = false;
-      s.cv.notify_all();
-      throw;
-    }
-    lock.lock();
-    s.driving = false;
-    for (auto& [k, conn] : arrived) s.ready[k].push_back(std::move(conn));
-    s.cv.notify_all();
+    s.drive_round(lock, std::min(deadline, now + kDriveSlice));
   }
+}
+
+int TcpListener::try_accept(uint64_t comm_id, int peer, int my_rank, int channel) {
+  Impl& s = *impl_;
+  const ConnKey key{comm_id, peer, my_rank, channel};
+  std::unique_lock lock(s.mu);
+  if (const int conn = s.claim(key); conn >= 0 || s.driving) return conn;
+  s.drive_round(lock, Clock::now());
+  return s.claim(key);
+}
+
+void TcpListener::arm(Waiter& w) {
+  Impl& s = *impl_;
+  w.add_fd(s.fd.get(), true, false);
+  std::lock_guard lock(s.mu);
+  if (s.driving) return;  // the driving thread reads them; what it accepts shows up in `ready`
+  for (const auto& c : s.pending) w.add_fd(c.fd.get(), true, false);
 }
 
 }  // namespace hoop::transport

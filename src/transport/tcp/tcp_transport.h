@@ -7,6 +7,7 @@
 // closed without disturbing the job.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -18,6 +19,8 @@
 
 namespace hoop::transport {
 
+class Waiter;
+
 struct TcpLinkParams {
   uint64_t comm_id = 0;
   int my_rank = -1;    // ranks within the communicator
@@ -26,6 +29,7 @@ struct TcpLinkParams {
   // The peer's published addresses ("1.2.3.4:5000", "[::1]:5000"), tried in order.
   std::vector<std::string> peer_addresses;
   bool same_host = false;  // peer is on this host: connect over loopback
+  size_t staging_bytes = 0;  // the link's receive staging; 0: HOOP_TCP_STAGING_BYTES
 };
 
 class TcpListener {
@@ -51,6 +55,12 @@ class TcpListener {
   // Returns the connected socket of the handshake (comm_id, from=peer, to=my_rank, channel),
   // accepting and sorting incoming connections until it arrives; throws at deadline.
   int accept_from(uint64_t comm_id, int peer, int my_rank, int channel, TimePoint deadline);
+  // The same without waiting: the socket if that handshake has arrived, else -1. Runs one round
+  // of the accept loop (without sleeping) unless another thread is driving it.
+  int try_accept(uint64_t comm_id, int peer, int my_rank, int channel);
+  // For a caller of try_accept about to sleep: registers the listening socket and the
+  // connections whose handshake is under way (when no other thread drives the loop) with `w`.
+  void arm(Waiter& w);
 
   struct Impl;
 

@@ -1,0 +1,97 @@
+#include "comm/p2p_links.h"
+
+#include "core/log.h"
+#include "transport/tcp/socket_options.h"
+#include "transport/tcp/tcp_link.h"
+
+namespace hoop::detail {
+
+P2pLinks::P2pLinks(LinkTarget target) : target_(target), peers_(target.peers.size()) {}
+
+bool P2pLinks::over_shm(int peer) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  if (p.shm < 0) p.shm = target_.over_shm(peer) ? 1 : 0;
+  return p.shm == 1;
+}
+
+transport::Link* P2pLinks::tx(int peer, TimePoint deadline) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  if (p.out) return p.out.get();
+  if (over_shm(peer)) {
+    auto params = target_.shm(peer, kP2pChannel);
+    params.remove_if_unattached = true;
+    p.out = transport::shm_connect(params, deadline);
+    p.in = p.out.get();
+  } else {
+    if (!p.connecting) {
+      p.connecting = std::make_unique<transport::TcpConnector>(*target_.job.listener,
+                                                               target_.tcp(peer, kP2pChannel));
+    }
+    p.out = p.connecting->advance();
+    if (p.out) p.connecting.reset();
+  }
+  if (p.out) {
+    HOOP_INFO("communicator {:#x}: rank {} sends to rank {} over {}", target_.comm_id, target_.rank,
+              peer, p.out->kind());
+  }
+  return p.out.get();
+}
+
+transport::Link* P2pLinks::attach_rx(int peer, TimePoint deadline) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  if (p.in) return p.in;
+  return over_shm(peer) ? tx(peer, deadline) : accept(peer);
+}
+
+transport::Link* P2pLinks::accept(int peer) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  if (p.in || over_shm(peer)) return p.in;
+  const int fd = target_.job.listener->try_accept(target_.comm_id, peer, target_.rank, kP2pChannel);
+  if (fd < 0) return nullptr;
+  transport::tcp::UniqueFd conn(fd);
+  transport::tcp::configure_link_socket(conn.get());
+  p.accepted = std::make_unique<transport::tcp::TcpLink>(std::move(conn), target_.rank, peer);
+  p.in = p.accepted.get();
+  return p.in;
+}
+
+void P2pLinks::arm(transport::Waiter& w) const {
+  bool accepting = false;
+  for (size_t i = 0; i < peers_.size(); ++i) {
+    const Peer& p = peers_[i];
+    if (p.connecting) p.connecting->arm(w);
+    accepting |= !p.in && p.shm == 0 && static_cast<int>(i) != target_.rank;
+  }
+  if (accepting) target_.job.listener->arm(w);
+}
+
+TimePoint P2pLinks::next_retry() const {
+  TimePoint t = TimePoint::max();
+  for (const Peer& p : peers_) {
+    if (p.connecting && p.connecting->retry_at() > Clock::now()) t = std::min(t, p.connecting->retry_at());
+  }
+  return t;
+}
+
+void P2pLinks::check_alive(int peer) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  if (p.out) p.out->check_peer_alive();
+  if (p.accepted) p.accepted->check_peer_alive();
+}
+
+void P2pLinks::poison(int peer, const std::string& reason) noexcept {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  if (p.out) p.out->poison(reason);
+  if (p.accepted) p.accepted->poison(reason);
+}
+
+void P2pLinks::poison_all(const std::string& reason) noexcept {
+  for (size_t i = 0; i < peers_.size(); ++i) poison(static_cast<int>(i), reason);
+}
+
+std::string_view P2pLinks::kind(int peer) const {
+  const Peer& p = peers_[static_cast<size_t>(peer)];
+  return p.out ? p.out->kind() : p.in ? p.in->kind() : std::string_view{};
+}
+
+}  // namespace hoop::detail

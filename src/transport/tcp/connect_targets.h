@@ -1,0 +1,37 @@
+// Where and how often the connecting side of a TCP link tries, and what it says: the peer's
+// published addresses worth trying, in order, the failures a later attempt may not see, the Hello.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/errors.h"
+#include "core/socket_address.h"
+#include "transport/tcp/handshake.h"
+#include "transport/tcp/tcp_transport.h"
+
+namespace hoop::transport::tcp {
+
+struct Target {
+  std::string text;
+  SocketAddress address;
+};
+
+// Failures that a later attempt may not see: the peer not listening yet, a lost SYN, a route
+// or an address still coming up. Others (no IPv6 on this host...) will not go away.
+bool worth_retrying(int err);
+// The pause after a round of failed attempts: doubling from the first to the largest.
+inline constexpr milliseconds kFirstBackoff{10};
+inline constexpr milliseconds kMaxBackoff{1000};
+
+ErrorContext context_of(const TcpLinkParams& p);
+
+// The peer's addresses worth trying, in order: loopback ones (IPv4 first) for a peer on this
+// host, the others for a peer elsewhere. Throws when there is none.
+std::vector<Target> targets_for(const TcpLinkParams& p);
+
+// The Hello the connecting side sends: the listener's keys, the link's ranks and channel.
+Hello hello_for(const TcpListener& listener, const TcpLinkParams& p);
+
+}  // namespace hoop::transport::tcp

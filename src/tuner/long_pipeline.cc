@@ -1,0 +1,87 @@
+#include "tuner/long_pipeline.h"
+
+#include <fmt/format.h>
+
+#include <bit>
+#include <map>
+
+#include "schedule/schedule.h"
+
+namespace hoop::tuner {
+
+namespace {
+
+// Chunks of the shorter pipelines: deeper than any tree's offsets (about 2 log2 N).
+size_t short_chunks(int nranks) { return 4 * static_cast<size_t>(std::bit_width(static_cast<unsigned>(nranks))) + 8; }
+
+size_t chunks_of(size_t elements) {
+  return (elements + schedule::kTreeChunkElements - 1) / schedule::kTreeChunkElements;
+}
+
+// The walks of the short pipelines, by everything they depend on.
+struct ShortPair {
+  std::vector<int> hosts;
+  Prediction a, b;
+};
+
+const ShortPair& short_pair(const std::string& name, const schedule::CollectiveDesc& d, size_t chunk, size_t k1,
+                            size_t elem, const LinkView& links, const CostModel& model, Walk walk) {
+  thread_local std::map<std::string, ShortPair> cache;
+  const std::vector<int> none;
+  const std::vector<int>& hosts = links.topology ? links.topology->host_of_rank : none;
+  const std::string key = fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {}", name, static_cast<int>(d.op), d.nranks,
+                                      d.root, static_cast<int>(d.redop), d.in_place, d.nchannels, elem, chunk, k1,
+                                      static_cast<int>(walk), static_cast<int>(links.force), to_json(model));
+  auto it = cache.find(key);
+  if (it != cache.end() && it->second.hosts == hosts) return it->second;
+  if (cache.size() > 64) cache.clear();
+  ShortPair p;
+  p.hosts = hosts;
+  schedule::CollectiveDesc da = d, db = d;
+  da.count = 2 * k1 * chunk;
+  db.count = 2 * (2 * k1) * chunk;
+  p.a = predict(name, da, elem, links, model, walk);
+  p.b = predict(name, db, elem, links, model, walk);
+  return cache[key] = std::move(p);
+}
+
+}  // namespace
+
+std::optional<Prediction> long_pipeline(const std::string& name, const schedule::CollectiveDesc& d, size_t elem,
+                                        const LinkView& links, const CostModel& model, Walk walk) {
+  if (name != "tree" || (d.op != OpType::allreduce && d.op != OpType::reduce) || d.nranks < 2) return std::nullopt;
+  const size_t half = schedule::Chunking{d.count, 2}.size(0);  // the larger half
+  const size_t k = chunks_of(half), k1 = short_chunks(d.nranks);
+  if (k <= 2 * k1) return std::nullopt;
+  const size_t chunk = half / k;  // the real chunks hold this many elements or one more
+  if (chunks_of(k1 * chunk) != k1 || chunks_of(2 * k1 * chunk) != 2 * k1) return std::nullopt;
+  const ShortPair& pair = short_pair(name, d, chunk, k1, elem, links, model, walk);
+  const Prediction &a = pair.a, &b = pair.b;
+  if (!a.applicable || !b.applicable || a.rank_seconds.size() != b.rank_seconds.size()) return std::nullopt;
+  // Per chunk beyond K1: the mean over K1 more chunks (the steps' prices repeat with a period
+  // of a few chunks, not one).
+  const double more = static_cast<double>(k - k1) / static_cast<double>(k1);
+  auto carry = [more](double at_k1, double at_2k1) { return at_k1 + more * (at_2k1 - at_k1); };
+  auto carry_u = [&](uint64_t x, uint64_t y) {
+    return static_cast<uint64_t>(carry(static_cast<double>(x), static_cast<double>(y)));
+  };
+  Prediction p = a;
+  p.rank_seconds.clear();
+  p.critical_rank = -1;
+  for (size_t i = 0; i < a.rank_seconds.size(); ++i) {
+    if (a.rank_seconds[i].first != b.rank_seconds[i].first) return std::nullopt;
+    const double t = carry(a.rank_seconds[i].second, b.rank_seconds[i].second);
+    p.rank_seconds.emplace_back(a.rank_seconds[i].first, t);
+    if (p.critical_rank < 0 || t > p.seconds) {
+      p.seconds = t;
+      p.critical_rank = a.rank_seconds[i].first;
+    }
+  }
+  p.steps = static_cast<size_t>(carry_u(a.steps, b.steps));
+  p.max_rank_bytes_sent = carry_u(a.max_rank_bytes_sent, b.max_rank_bytes_sent);
+  p.max_link_bytes = carry_u(a.max_link_bytes, b.max_link_bytes);
+  p.max_host_tcp_bytes = carry_u(a.max_host_tcp_bytes, b.max_host_tcp_bytes);
+  return p;
+}
+
+}  // namespace hoop::tuner

@@ -1,0 +1,28 @@
+#include "tuner/pricing.h"
+
+#include "tuner/long_pipeline.h"
+#include "tuner/symmetric_forms.h"
+
+namespace hoop::tuner {
+
+Prediction price(Pricing how, const std::string& name, const schedule::CollectiveDesc& desc, size_t elem_bytes,
+                 const LinkView& links, const CostModel& model) {
+  // Beyond 64 ranks the sample misses the slowest rank of the exchange and tree algorithms by
+  // up to a few percent (tests/test_sim_fast.cc found 1.5-2% for binomial scatter at N = 128 with
+  // 8 ranks per host; the tree is 10% optimistic at 1,024 ranks on 128 hosts), so without a
+  // symmetric form every rank is walked while that is cheap, and always for the tree, whose
+  // walk builds every rank's schedule anyway (its pipeline's fill depends on the whole tree).
+  constexpr int kFullWalkUpTo = 256;
+  if (how == Pricing::symmetric) {
+    if (auto p = symmetric_form(name, desc, elem_bytes, links, model)) return *p;
+    const bool every_rank = desc.nranks <= kFullWalkUpTo || name == "tree";
+    if (auto p = long_pipeline(name, desc, elem_bytes, links, model, every_rank ? Walk::every_rank : Walk::sampled)) {
+      return *p;
+    }
+    if (every_rank) how = Pricing::full_walk;
+  }
+  return predict(name, desc, elem_bytes, links, model,
+                 how == Pricing::full_walk ? Walk::every_rank : Walk::sampled);
+}
+
+}  // namespace hoop::tuner

@@ -1,0 +1,58 @@
+// One phase of a ring (ReduceScatter or AllGather around it) priced for one rank, run by run:
+// the piece the ring's and the hierarchical algorithm's symmetric forms are made of.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "tuner/cost_model.h"
+#include "tuner/predict.h"
+
+namespace hoop::tuner {
+
+inline int ring_wrap(long long x, int n) { return static_cast<int>(((x % n) + n) % n); }
+
+// The chunks of one channel's part around a ring of N: Chunking{count, N} (base elements, the
+// first `rem` one more), or N equal blocks (rem 0).
+struct PartChunks {
+  size_t base = 0, rem = 0;
+  double elements(int chunk) const { return static_cast<double>(base + (static_cast<size_t>(chunk) < rem ? 1 : 0)); }
+};
+
+// `steps` steps; at step k the rank at position m sends chunk m + send_off - k to m+1 and
+// receives chunk m + recv_off - k from m-1 (reducing it or not); step 0 may carry local work.
+struct Phase {
+  int steps = 0;
+  int send_off = 0, recv_off = 0;
+  bool reduce = false;
+  double first_step_local = 0;  // seconds, on step 0 only
+};
+
+// A rank at position `pos` of a ring of `n`, the classes of its two links, the chunks of each
+// channel, and the positions of its host's ranks whose send (receive) crosses to another host
+// in the same step; their bytes times host_scale are the host's NIC traffic.
+struct RingView {
+  int n = 0;
+  int pos = 0;
+  LinkClass out_cls = LinkClass::shm, in_cls = LinkClass::shm;
+  const std::vector<PartChunks>* parts = nullptr;
+  const std::vector<int>* host_senders = nullptr;
+  const std::vector<int>* host_receivers = nullptr;
+  double host_scale = 1;
+};
+
+struct RankTotals {
+  double seconds = 0;
+  size_t steps = 0;
+  double sent = 0;
+  std::vector<double> per_channel_out, per_channel_in;
+  double host_tcp_out = 0;
+  explicit RankTotals(size_t channels) : per_channel_out(channels, 0), per_channel_in(channels, 0) {}
+};
+
+// Adds the rank's totals to the prediction (the slowest rank, the most bytes).
+void fold_rank(const RankTotals& t, int rank, Prediction& pred);
+
+void add_ring_phase(const RingView& v, const Phase& ph, double elem_bytes, const CostModel& m, RankTotals& t);
+
+}  // namespace hoop::tuner

@@ -1,0 +1,207 @@
+// shm-direct's schedules (cells, pipelined slots, single copy) through the schedule checker for
+// 1..64 ranks on every collective it serves, with region shapes small enough that odd counts
+// cross several chunks and slot stages are reused; and hand-made shared-region schedules that
+// the checker must refuse (a read of data not yet published, a window rewritten while a peer
+// reads it, a rank returning while a peer reads its buffer, a flag never raised).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "schedule/checker.h"
+#include "schedule/schedule.h"
+#include "schedule/schedule_builders.h"
+
+namespace hoop::schedule {
+namespace {
+
+constexpr OpType kDirectOps[] = {OpType::allreduce, OpType::reducescatter, OpType::allgather,
+                                 OpType::broadcast, OpType::reduce,        OpType::barrier};
+
+bool rooted(OpType op) { return op == OpType::broadcast || op == OpType::reduce; }
+bool reducing(OpType op) { return op == OpType::allreduce || op == OpType::reducescatter || op == OpType::reduce; }
+
+// Cells of 8 elements, slots of 48 (4 per rank beyond 12 ranks: ReduceScatter cuts a slot in N
+// blocks) in `stages` stages, parts cut at 4; single copy from 16 elements (8 per peer and
+// read) when asked.
+RegionShape small_shape(size_t stages, bool single_copy, int nranks = 1) {
+  RegionShape s;
+  s.cell_elements = 8;
+  s.chunk_elements = std::max<size_t>(48, 4 * static_cast<size_t>(nranks));
+  s.stages = stages;
+  s.align_elements = 4;
+  if (single_copy) {
+    s.single_copy_elements = 16;
+    s.single_copy_allreduce_elements = 16;
+    s.single_copy_part_elements = 8;
+  }
+  return s;
+}
+
+std::vector<int> roots(OpType op, int n) {
+  if (!rooted(op)) return {0};
+  std::vector<int> r{0, n / 2, n - 1};
+  std::sort(r.begin(), r.end());
+  r.erase(std::unique(r.begin(), r.end()), r.end());
+  return r;
+}
+
+enum class Path { cells, slots, single_copy };
+
+Path path_of(const RankSchedule& s) {
+  for (const Step& step : s.steps) {
+    for (const Action& a : step.actions) {
+      if ((a.kind == ActionKind::read || a.kind == ActionKind::read_reduce) && a.flag > 0 && a.remote.buf != Buf::region)
+        return Path::single_copy;
+    }
+  }
+  return s.region_count > 8 ? Path::slots : Path::cells;  // cells hold up to 8 elements here
+}
+
+TEST(DirectScheduleChecker, EveryPathOfEveryCollectiveUpTo64Ranks) {
+  struct Shape {
+    size_t stages;
+    bool single_copy;
+    const char* name;
+  };
+  const Shape shapes[] = {{1, false, "slots, 1 stage"},
+                          {2, false, "slots, 2 stages"},
+                          {3, false, "slots, 3 stages"},
+                          {2, true, "single copy"}};
+  int checked = 0, failures = 0;
+  int paths[3] = {0, 0, 0};
+  for (int n = 1; n <= kCheckerMaxRanks; ++n) {
+    for (OpType op : kDirectOps) {
+      for (const Shape& sh : shapes) {
+        // Beyond 16 ranks, one stage count of the slots (the others differ in no rank-count way).
+        if (n > 16 && sh.stages != 2) continue;
+        // 0, 1, within a cell, over a cell, several chunks (prime); per-rank counts for RS/AG.
+        const std::vector<size_t> counts =
+            op == OpType::barrier ? std::vector<size_t>{0} : std::vector<size_t>{0, 1, 7, 13, 101};
+        for (size_t count : counts) {
+          for (int root : roots(op, n)) {
+            for (bool in_place : {false, true}) {
+              for (RedOp redop : {RedOp::sum, RedOp::avg}) {
+                if (redop == RedOp::avg && (!reducing(op) || count < 13)) continue;
+                const CollectiveDesc d{.op = op, .count = count, .nranks = n, .root = root, .redop = redop,
+                                       .in_place = in_place, .region = small_shape(sh.stages, sh.single_copy, n)};
+                const std::string problem = check_algorithm(kDirectAlgorithm, d);
+                ++checked;
+                if (!problem.empty() && ++failures <= 10) ADD_FAILURE() << sh.name << ": " << problem;
+                if (n > 1) ++paths[static_cast<int>(path_of(direct_schedule(d, 0)))];
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  std::cout << "[ checker ] " << checked << " shm-direct schedule sets checked (cells " << paths[0] << ", slots "
+            << paths[1] << ", single copy " << paths[2] << ")\n";
+  EXPECT_EQ(failures, 0);
+  EXPECT_GT(checked, 10000);
+  for (int p : paths) EXPECT_GT(p, 1000);
+}
+
+// The registry's shm-direct builds the path the shape says, from one decision.
+TEST(DirectScheduleChecker, PathFollowsTheShape) {
+  CollectiveDesc d;
+  d.op = OpType::allreduce;
+  d.nranks = 4;
+  d.region = small_shape(2, true);
+  d.count = 8;
+  EXPECT_EQ(path_of(build(kDirectAlgorithm, d, 1)), Path::cells);
+  d.count = 9;
+  d.region.single_copy_allreduce_elements = 64;  // AllReduce needs more than the others
+  EXPECT_EQ(path_of(build(kDirectAlgorithm, d, 1)), Path::slots);
+  d.count = 64;
+  EXPECT_EQ(path_of(build(kDirectAlgorithm, d, 1)), Path::single_copy);
+  d.op = OpType::reduce;  // never single copy: non-roots have no output
+  EXPECT_EQ(path_of(build(kDirectAlgorithm, d, 1)), Path::slots);
+  d.op = OpType::reducescatter;  // N blocks count
+  d.count = 4;
+  EXPECT_EQ(path_of(build(kDirectAlgorithm, d, 1)), Path::single_copy);
+}
+
+TEST(DirectScheduleChecker, OneRegistryDecidesWhereItRuns) {
+  EXPECT_TRUE(runs_here(kDirectAlgorithm, OpType::allreduce, Reach{true, true}));
+  EXPECT_FALSE(runs_here(kDirectAlgorithm, OpType::allreduce, Reach{false, true}));
+  EXPECT_FALSE(runs_here(kDirectAlgorithm, OpType::allreduce, Reach{true, false}));
+  EXPECT_FALSE(runs_here(kDirectAlgorithm, OpType::alltoall, Reach{true, true}));
+  EXPECT_TRUE(runs_here("ring", OpType::allreduce, Reach{false, false}));
+  EXPECT_NE(why_not_here(kDirectAlgorithm, OpType::allreduce, Reach{false, true}).find("one host"), std::string::npos);
+  const auto across_hosts = algorithms_for(OpType::allreduce, Reach{false, true});
+  EXPECT_EQ(std::count(across_hosts.begin(), across_hosts.end(), kDirectAlgorithm), 0);
+  const auto one_host = algorithms_for(OpType::barrier, Reach{true, true});
+  EXPECT_EQ(std::count(one_host.begin(), one_host.end(), kDirectAlgorithm), 1);
+}
+
+void expect_refused(const std::string& problem, const std::string& fragment) {
+  EXPECT_NE(problem.find(fragment), std::string::npos) << "problem: '" << problem << "', expected '" << fragment << "'";
+}
+
+CollectiveDesc allgather_desc(int n, size_t count) {
+  return CollectiveDesc{.op = OpType::allgather, .count = count, .nranks = n};
+}
+
+TEST(DirectScheduleChecker, RefusesAReadOfDataNotYetPublished) {
+  // Rank 0 publishes, then writes its window: rank 1 reads it at flag 1.
+  const CollectiveDesc d = allgather_desc(2, 2);
+  std::vector<RankSchedule> s(2);
+  for (auto& r : s) r.region_count = 2;
+  const Range win{Buf::region, 0, 2};
+  s[0].steps.push_back({{publish(), local_copy(Range{Buf::send, 0, 2}, win)}});
+  s[1].steps.push_back({{read_from(0, 1, win, Range{Buf::recv, 0, 2})}});
+  expect_refused(check_schedules(d, s), "before rank 0 published what it wrote there");
+}
+
+TEST(DirectScheduleChecker, RefusesAWindowRewrittenWhileAPeerReadsIt) {
+  // Rank 0 waits for rank 1's flag 1, but rank 1 raises it before reading, not after.
+  const CollectiveDesc d = allgather_desc(2, 2);
+  std::vector<RankSchedule> s(2);
+  for (auto& r : s) r.region_count = 2;
+  const Range win{Buf::region, 0, 2}, in{Buf::send, 0, 2};
+  s[0].steps.push_back({{local_copy(in, win), publish(), wait_flag(1, 1), local_copy(Range{Buf::recv, 0, 2}, win)}});
+  s[1].steps.push_back({{publish(), read_from(0, 1, win, Range{Buf::recv, 0, 2})}});
+  expect_refused(check_schedules(d, s), "overwrites region[0..2) while rank 1 may still read it");
+}
+
+TEST(DirectScheduleChecker, RefusesARankReturningWhileAPeerReadsItsBuffer) {
+  // Single-copy broadcast whose root does not wait for the readers' done flags.
+  CollectiveDesc d;
+  d.op = OpType::broadcast;
+  d.nranks = 2;
+  d.count = 64;
+  d.region = small_shape(2, true);
+  auto build_all = [&] {
+    std::vector<RankSchedule> s;
+    for (int r = 0; r < 2; ++r) s.push_back(direct_schedule(d, r));
+    return s;
+  };
+  auto s = build_all();
+  ASSERT_EQ(check_schedules(d, s), "");
+  auto& last = s[0].steps.back().actions;
+  ASSERT_EQ(last.back().kind, ActionKind::wait_flag);
+  last.pop_back();
+  expect_refused(check_schedules(d, s), "rank 0 returns while rank 1 may still read its send buffer");
+}
+
+TEST(DirectScheduleChecker, RefusesAFlagNeverRaisedAndMixedSteps) {
+  const CollectiveDesc d = allgather_desc(2, 0);
+  std::vector<RankSchedule> s(2);
+  s[0].steps.push_back({{publish(), wait_flag(1, 2)}});
+  s[1].steps.push_back({{publish(), wait_flag(0, 1)}});
+  const std::string problem = check_schedules(d, s);
+  expect_refused(problem, "deadlock");
+  expect_refused(problem, "waits for rank 1's flag 2 (it raised 1)");
+
+  std::vector<RankSchedule> t(2);
+  t[0].steps.push_back({{publish(), send_to(1, Range{})}});
+  t[1].steps.push_back({{recv_copy_from(0, Range{Buf::recv, 0, 0})}});
+  expect_refused(check_schedules(d, t), "mixes shared-region actions with sends and receives");
+}
+
+}  // namespace
+}  // namespace hoop::schedule
