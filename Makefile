@@ -52,7 +52,7 @@ test-asan: deps
 TSAN_TESTS := 'Engine|Waiter|Shm|Tcp|Store|Features|CommErrors|Soak|P2p'
 test-tsan: deps
 	cmake --preset tsan >/dev/null
-	cmake --build --preset tsan -j $(JOBS) --target hoop_tests hoop-run hoop-bench
+	cmake --build --preset tsan -j $(JOBS) --target hoop_tests hoop-run hoop-bench hoop-startup
 	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" \
 	  HOOP_TEST_SCALE=small HOOP_SOAK_OPS=300 ctest --preset tsan -j $(JOBS) --timeout 900 -R $(TSAN_TESTS)
 
