@@ -12,6 +12,7 @@
 #include <thread>
 #include <utility>
 
+#include "bootstrap/timed_store.h"
 #include "core/errors.h"
 #include "core/log.h"
 #include "transport/shm/process_liveness.h"
@@ -39,10 +40,46 @@ class Fd {
   int fd_;
 };
 
-std::byte* map_all(int fd, size_t bytes) {
-  // MAP_POPULATE: every page is mapped now, none is faulted in during an operation.
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+std::byte* map_region(int fd, size_t bytes) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   return p == MAP_FAILED ? nullptr : static_cast<std::byte*>(p);
+}
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14
+#endif
+
+// Maps now the pages this rank writes: the control blocks (every rank's counters, read and
+// written on every call) and its own cells and slots, so that none of them is faulted in during
+// an operation. The peers' cells and slots are faulted in at their first read only: mapping the
+// whole region on every rank costs N x the region's pages in page tables (at 512 ranks, 152K
+// pages per rank and tens of seconds of start-up) for pages most ranks never read. A kernel
+// without MADV_POPULATE_WRITE faults them in at first use instead.
+void populate_own_pages(std::byte* base, const RegionGeometry& geo, int rank) {
+  const auto populate = [&](size_t offset, size_t len) {
+    if (len > 0) (void)::madvise(base + offset, len, MADV_POPULATE_WRITE);
+  };
+  const auto r = static_cast<size_t>(rank);
+  populate(0, geo.cells_offset());
+  populate(geo.cells_offset() + r * 2 * geo.cell_bytes, 2 * geo.cell_bytes);
+  populate(geo.slots_offset() + r * geo.stages * geo.chunk_bytes, geo.stages * geo.chunk_bytes);
+}
+
+// Waits up to `slice` for the key: one blocking store request where the store has them (so a
+// rank's requests do not grow with the time rank 0 takes), else one check and a short sleep.
+bool key_set_within(Store& store, const std::string& key, std::chrono::milliseconds slice) {
+  if (auto* timed = dynamic_cast<bootstrap::TimedStore*>(&store)) {
+    try {
+      timed->wait_within({key}, slice);
+      return true;
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::timeout) throw;
+      return false;
+    }
+  }
+  if (store.check(key)) return true;
+  std::this_thread::sleep_for(std::min(slice, std::chrono::milliseconds(5)));
+  return false;
 }
 
 // Rank 0: a fresh region of the requested geometry, initialised and reserved, in a memfd. It
@@ -63,7 +100,7 @@ std::byte* create(const RegionParams& p, const std::string& name, int* fd_out, s
   // Reserve the pages now: a full /dev/shm is a clear error here, not a SIGBUS later.
   if (const int err = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(total)); err != 0 && err != EOPNOTSUPP)
     fail("fallocate", err);
-  std::byte* base = map_all(fd.get(), total);
+  std::byte* base = map_region(fd.get(), total);
   if (base == nullptr) fail("mmap", errno);
   auto* h = new (base + RegionGeometry::header_offset()) RegionHeader{};
   h->version = kRegionVersion;
@@ -88,8 +125,13 @@ std::byte* attach(const RegionParams& p, Store& store, TimePoint deadline,
                   const ErrorContext& ctx) {
   const std::string key = store_key(p.comm_id);
   transport::shm::ProcessLiveness creator;
-  auto pause = std::chrono::microseconds(50);
-  while (!store.check(key)) {
+  // Slices of a quarter second: rank 0's death and an abort are noticed within one.
+  constexpr auto kSlice = std::chrono::milliseconds(250);
+  const auto slice = [&] {
+    return std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()),
+                      std::chrono::milliseconds(1), kSlice);
+  };
+  while (!key_set_within(store, key, slice())) {
     if (abort_flag.load()) throw_error(ErrorCode::aborted, "the communicator was aborted", ctx);
     if (!p.pids.empty() && p.pids[0] > 0 && !creator.alive(p.pids[0]))
       throw_error(ErrorCode::peer_failure,
@@ -98,8 +140,6 @@ std::byte* attach(const RegionParams& p, Store& store, TimePoint deadline,
     if (Clock::now() >= deadline)
       throw_error(ErrorCode::timeout, "timed out waiting for rank 0 to create the shm-direct region",
                   ErrorContext{ctx.rank, ctx.op, ctx.seq, 0});
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds(5000));
   }
   const std::string name = store.get_string(key);
   const int raw = ::open(name.c_str(), O_RDWR | O_CLOEXEC);
@@ -114,7 +154,7 @@ std::byte* attach(const RegionParams& p, Store& store, TimePoint deadline,
   const auto size = static_cast<size_t>(st.st_size);
   if (size < sizeof(RegionHeader))
     throw_error(ErrorCode::protocol, fmt::format("shm-direct region {} is truncated ({} bytes)", name, size), ctx);
-  std::byte* base = map_all(fd.get(), size);
+  std::byte* base = map_region(fd.get(), size);
   if (base == nullptr) throw_system_error(ErrorCode::transport, "mmap " + name, errno, ctx);
   const auto* h = reinterpret_cast<const RegionHeader*>(base);
   const RegionGeometry geo{h->nranks, h->cell_bytes, h->chunk_bytes, h->stages};
@@ -171,6 +211,7 @@ std::unique_ptr<Region> Region::open(const RegionParams& p, Store& store, TimePo
     base = attach(p, store, deadline, abort_flag, &name, &bytes, ctx);
   }
   std::unique_ptr<Region> region(new Region(base, bytes, name, fd));
+  populate_own_pages(base, region->geometry(), p.rank);
   auto* h = reinterpret_cast<RegionHeader*>(base);
   region->control(p.rank).pid = static_cast<int32_t>(::getpid());
   region->control(p.rank).cpu.store(-1, std::memory_order_relaxed);
