@@ -65,8 +65,8 @@ void populate_own_pages(std::byte* base, const RegionGeometry& geo, int rank) {
   populate(geo.slots_offset() + r * geo.stages * geo.chunk_bytes, geo.stages * geo.chunk_bytes);
 }
 
-// Waits up to `slice` for the key: one blocking store request where the store has them (so a
-// rank's requests do not grow with the time rank 0 takes), else one check and a short sleep.
+// Waits up to `slice` for the key: one blocking store request where the store has them (one
+// request per slice instead of a poll every few milliseconds), else one check and a short sleep.
 bool key_set_within(Store& store, const std::string& key, std::chrono::milliseconds slice) {
   if (auto* timed = dynamic_cast<bootstrap::TimedStore*>(&store)) {
     try {
