@@ -49,7 +49,7 @@ test-asan: deps
 # ThreadSanitizer over the engine, transport, store, communicator, error and soak suites (whose
 # ranks run several threads: progress threads, async work, listeners). Suppressions, each one
 # a documented false positive, are in tests/tsan.supp.
-TSAN_TESTS := 'Engine|Waiter|Shm|Tcp|Store|Features|CommErrors|Soak|P2p'
+TSAN_TESTS := 'Engine|Waiter|Shm|Tcp|Store|Features|CommErrors|Soak|P2p|Survive'
 test-tsan: deps
 	cmake --preset tsan >/dev/null
 	cmake --build --preset tsan -j $(JOBS) --target hoop_tests hoop-run hoop-bench hoop-startup

@@ -80,7 +80,9 @@ TEST(BootstrapScale, FiveHundredTwelveRanksStartAndRun) {
   EXPECT_NE(r.out.find("correct on every rank"), std::string::npos) << r.out;
   const uint64_t requests = served_requests(r.err);
   EXPECT_GT(requests, 0u) << r.err;
-  EXPECT_LE(requests, 10u * kRanks + 4) << "store requests per rank grew with N";
+  // 10 per rank as above (--init-only), and 3 more once a communicator runs an operation: its
+  // revoke watch's connection (HELLO), parked wait, and the set that ends it.
+  EXPECT_LE(requests, 13u * kRanks + 4) << "store requests per rank grew with N";
 }
 
 // The peers a rank's links lead to, from its statistics.

@@ -31,6 +31,7 @@
 #include "hoop/types.h"
 #include "support/loopback_client.h"
 #include "support/spawn.h"
+#include "support/store_sync.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/handshake.h"
 
@@ -69,14 +70,6 @@ void expect_no_leftover_segments(const std::vector<RankResult>& results) {
   EXPECT_EQ(job_segments(job), std::vector<std::string>{}) << "left in /dev/shm by job " << job;
   // Whatever the verdict, leave the machine clean (as the launcher would).
   transport::shm_remove_job_segments(job);
-}
-
-void await(Store& store, const std::string& key, int64_t count) {
-  const auto deadline = Clock::now() + 60s;
-  while (store.add(key, 0) < count) {
-    ASSERT_LT(Clock::now(), deadline) << key << " never reached " << count;
-    std::this_thread::sleep_for(10ms);
-  }
 }
 
 // Does `text` name rank `r` ("rank 2", "peer 2", "(peer 2)")?

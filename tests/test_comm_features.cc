@@ -23,6 +23,7 @@
 #include "hoop/store.h"
 #include "hoop/types.h"
 #include "support/spawn.h"
+#include "support/store_sync.h"
 #include "transport/shm/shm_transport.h"
 
 namespace hoop::test {
@@ -46,17 +47,6 @@ std::string reported_value(const std::vector<RankResult>& results, const std::st
     }
   }
   return {};
-}
-
-// A rendezvous through the test's store: await(key, count) blocks until `count` ranks have
-// called arrive(key).
-void arrive(Store& store, const std::string& key) { store.add(key, 1); }
-void await(Store& store, const std::string& key, int64_t count) {
-  const auto deadline = Clock::now() + 60s;
-  while (store.add(key, 0) < count) {
-    ASSERT_LT(Clock::now(), deadline) << "nobody set " << key;
-    std::this_thread::sleep_for(10ms);
-  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -110,6 +110,12 @@ struct InitParams {
 
 class Communicator;
 
+// What Communicator::agree() decided.
+struct Agreement {
+  bool value = false;             // every member that took part voted true
+  std::vector<int> failed_ranks;  // members found dead, who took no part (increasing)
+};
+
 // RAII group: group_start() now, group_end() at end() or, if end() was not called, in the
 // destructor (where an error is kept in the group's handles instead of thrown).
 class HOOP_API GroupScope {
@@ -264,6 +270,22 @@ class HOOP_API Communicator {
   // tells the peers. Safe to call from any thread.
   void abort(const std::string& reason = "abort() called");
   bool aborted() const;
+
+  // --- Surviving a dead rank (docs/RELIABILITY.md, "Revoke, shrink, agree") ---
+  // Not collective: every pending and later operation of every member fails with
+  // ErrorCode::revoked, naming this rank and the reason, within a second. shrink() and agree()
+  // still work on a revoked communicator. Safe to call from any thread.
+  void revoke(const std::string& reason);
+  bool revoked() const;
+  // Collective among the live members, on a failed or revoked communicator too: they agree
+  // through the store, within the timeout, on which members are alive, and each gets a new
+  // communicator of those ranks, in their old order. A member the others went on without
+  // (found dead, or arriving after they decided) gets Error{peer_failure}.
+  std::shared_ptr<Communicator> shrink();
+  // Fault-tolerant agreement on one bit among the live members (as MPI's MPIX_Comm_agree):
+  // every member that takes part gets the same answer, whoever dies meanwhile. A training step
+  // commits when value is true and failed_ranks is empty.
+  Agreement agree(bool value);
 
   void set_timeout(std::chrono::milliseconds t);
   std::chrono::milliseconds timeout() const;

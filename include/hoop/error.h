@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "hoop/export.h"
 
@@ -17,6 +18,7 @@ enum class HOOP_API ErrorCode {
   peer_failure,      // a peer died, closed its connection or reported its own failure
   mismatch,          // ranks called different collectives / counts / dtypes / roots
   aborted,           // abort() was called on the communicator
+  revoked,           // a member called revoke(): the communicator takes no more operations
   transport,         // a socket or shared-memory error
   protocol,          // a malformed or foreign message or handshake
   init,              // bootstrap / rendezvous failed
@@ -36,6 +38,8 @@ class HOOP_API Error : public std::runtime_error {
  public:
   // The message is prefixed with the context: "hoop rank 1: allreduce #5 (peer 2): <what>".
   Error(ErrorCode code, const std::string& what, ErrorContext ctx = {});
+  // The same, naming the ranks found dead when the error was raised.
+  Error(ErrorCode code, const std::string& what, ErrorContext ctx, std::vector<int> failed_ranks);
 
   ErrorCode code() const noexcept { return code_; }
   const ErrorContext& context() const noexcept { return ctx_; }
@@ -45,11 +49,16 @@ class HOOP_API Error : public std::runtime_error {
   const std::string& op() const noexcept { return ctx_.op; }
   // The message without the context prefix.
   const std::string& detail() const noexcept { return detail_; }
+  // The ranks of the communicator known to have failed (their process is gone, or the peer the
+  // error is about when it failed), in increasing order; empty when none is known. What a
+  // survivor passes over to Communicator::shrink().
+  const std::vector<int>& failed_ranks() const noexcept { return failed_ranks_; }
 
  private:
   ErrorCode code_;
   ErrorContext ctx_;
   std::string detail_;
+  std::vector<int> failed_ranks_;
 };
 
 }  // namespace hoop

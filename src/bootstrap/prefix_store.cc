@@ -32,6 +32,8 @@ class PrefixStore final : public bootstrap::TimedStore {
     base_->wait(full);
   }
 
+  bool parks_waits() const override { return timed_base_ && timed_base_->parks_waits(); }
+
   int64_t add(const std::string& key, int64_t delta) override {
     return base_->add(scoped(key), delta);
   }

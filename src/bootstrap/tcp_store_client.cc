@@ -225,6 +225,8 @@ class TcpStoreClient final : public bootstrap::TimedStore {
     }
   }
 
+  bool parks_waits() const override { return true; }
+
   bool check(const std::string& key) override {
     check_key(key, "store.check");
     StoreResponse resp = call(request(StoreCmd::check, key, {}), "store.check", key);

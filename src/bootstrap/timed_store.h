@@ -18,6 +18,8 @@ class TimedStore : public Store {
   virtual Bytes get_within(const std::string& key, std::chrono::milliseconds limit) = 0;
   virtual void wait_within(const std::vector<std::string>& keys,
                            std::chrono::milliseconds limit) = 0;
+  // Whether a wait is parked at a server (one request, however long) rather than polled.
+  virtual bool parks_waits() const { return false; }
 };
 
 }  // namespace hoop::bootstrap

@@ -3,6 +3,9 @@
 #include "comm/comm_impl.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
 
 #include "comm/p2p_engine.h"
 #include "core/log.h"
@@ -11,6 +14,8 @@
 namespace hoop::detail {
 
 void CommImpl::fail(const Error& e) {
+  // The first failure of the communicator is recorded before anything else, so that every rank
+  // that fails because of it (its links poisoned, a connection closed) can name it.
   const std::string mine = e.what();
   std::string first;
   try {
@@ -20,14 +25,36 @@ void CommImpl::fail(const Error& e) {
   } catch (...) {
     // The store may be gone with the rank that served it: the local error says enough.
   }
-  Error out = e;
-  const bool consequence = e.code() == ErrorCode::peer_failure || e.code() == ErrorCode::timeout;
-  if (consequence && !first.empty() && first != mine) {
-    out = Error(e.code(), fmt::format("{} [first failure in this communicator: {}]", e.detail(), first),
-                e.context());
+  // Then the peers: what follows asks the store and the process table again, and a failure has
+  // to travel from rank to rank along the links (a ring's ranks each wait on one neighbour).
+  poison_links(mine);
+  // A revoke explains whatever failed after it: the abort it raised, the links it poisoned.
+  std::optional<std::string> revoked_by =
+      e.code() == ErrorCode::mismatch ? revocation() : revocation_explaining_failure();
+  if (revoked_by) {
+    Error out(ErrorCode::revoked, fmt::format("the communicator was revoked: {}", *revoked_by), e.context());
+    failure_ = out;
+    throw out;
   }
+  const bool consequence = e.code() == ErrorCode::peer_failure || e.code() == ErrorCode::timeout;
+  std::string detail = e.detail();
+  if (consequence && !first.empty() && first != mine) {
+    detail = fmt::format("{} [first failure in this communicator: {}]", e.detail(), first);
+  }
+  // The members known dead: those of this machine whose process is gone, and a peer of another
+  // machine that this rank saw fail (nothing cheaper tells whether it lives).
+  const int peer = e.context().peer;
+  std::vector<int> failed =
+      consequence ? dead_members(e.code() == ErrorCode::peer_failure ? peer : -1) : std::vector<int>{};
+  if (e.code() == ErrorCode::peer_failure && peer >= 0 && peer < size() &&
+      peers_[static_cast<size_t>(peer)].machine_id != peers_[static_cast<size_t>(rank_)].machine_id &&
+      std::find(failed.begin(), failed.end(), peer) == failed.end()) {
+    failed.push_back(peer);
+    std::sort(failed.begin(), failed.end());
+  }
+  if (!failed.empty()) detail += fmt::format(" [failed ranks: {}]", fmt::join(failed, ", "));
+  Error out(e.code(), detail, e.context(), std::move(failed));
   failure_ = out;
-  poison_links(out.what());
   HOOP_WARN("{}", out.what());
   throw out;
 }
@@ -42,6 +69,7 @@ void CommImpl::poison_links(const std::string& reason) noexcept {
 }
 
 void CommImpl::abort(const std::string& reason) {
+  p2p_->note_abort_reason(reason, ErrorCode::aborted);
   abort_flag_.store(true);
   waiter_.interrupt();
   p2p_->abort(reason);

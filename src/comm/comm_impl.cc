@@ -80,9 +80,11 @@ CommImpl::CommImpl(std::shared_ptr<JobContext> job, uint64_t comm_id, int rank,
     timeline->set_identity(rank_, size(), job_->job_id);
     timeline->claim(comm_id_);
   }
+  p2p_->set_revocation_lookup([this] { return revocation_explaining_failure(); });
 }
 
 CommImpl::~CommImpl() {
+  stop_revoke_watch();
   {
     std::lock_guard lk(mu_);
     stop_ = true;

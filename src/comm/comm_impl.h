@@ -39,6 +39,7 @@ namespace hoop::detail {
 std::chrono::milliseconds comm_timeout(const CommOptions& opts);
 
 class P2pEngine;
+struct RevokeWatch;  // comm_revoke.cc
 
 // What every rank publishes about itself at start-up.
 struct PeerInfo {
@@ -95,6 +96,11 @@ class CommImpl {
   std::shared_ptr<Communicator> split(int color, int key);
   void abort(const std::string& reason);
   bool aborted() const { return abort_flag_.load(); }
+  // Surviving a dead rank: comm_revoke.cc, comm_shrink.cc.
+  void revoke(const std::string& reason);
+  bool revoked() const { return revoked_flag_.load(); }
+  std::shared_ptr<Communicator> shrink();
+  Agreement agree(bool value);
 
   void set_timeout(std::chrono::milliseconds t) { timeout_ms_.store(t.count()); }
   std::chrono::milliseconds timeout() const { return std::chrono::milliseconds(timeout_ms_.load()); }
@@ -128,6 +134,18 @@ class CommImpl {
   void run_direct(const OpTask& t, std::chrono::milliseconds timeout);
   transport::Link& link(int peer, int channel, TimePoint deadline);
   void fail(const Error& e);
+  // Revocation (comm_revoke.cc): the watcher thread's start (at the first operation: a
+  // communicator that runs none costs no store request for it), its end, what a member does
+  // once it learns of a revoke, the record of one (if any), and the members whose process is gone.
+  void start_revoke_watch();
+  void stop_revoke_watch() noexcept;
+  void on_revoked(const std::string& message);
+  std::optional<std::string> revocation() const;
+  std::optional<std::string> revocation_in_store() const;
+  // What explains a failure as a revoke: the one heard, else the store's record (then heard).
+  std::optional<std::string> revocation_explaining_failure();
+  // `suspect`: a peer seen to fail, given a moment to be gone.
+  std::vector<int> dead_members(int suspect = -1) const;
   void poison_links(const std::string& reason) noexcept;
   void worker_loop();
   void run_task(OpTask& t);
@@ -170,6 +188,16 @@ class CommImpl {
   std::map<ChoiceKey, AlgoChoice> choices_;
   AlgoChoice work_out_algorithm(const OpTask& t);
   std::optional<Error> failure_;  // set once an operation failed: the communicator is unusable
+
+  // Revocation: the first message heard (under revoke_mu_), and the state the watcher thread
+  // shares with this communicator (it may outlive it while parked in the store).
+  mutable std::mutex revoke_mu_;
+  std::optional<std::string> revoked_;
+  std::atomic<bool> revoked_flag_{false};
+  std::atomic<bool> watch_started_{false};  // the watcher starts with the first operation
+  std::shared_ptr<RevokeWatch> revoke_watch_;
+  uint64_t shrink_count_ = 0;  // shrinks and agreements so far: every live member counts alike
+  uint64_t agree_count_ = 0;
 
   // Issue order.
   std::mutex mu_;

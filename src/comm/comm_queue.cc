@@ -7,6 +7,7 @@
 namespace hoop::detail {
 
 Work CommImpl::submit(OpTask t, bool blocking) {
+  start_revoke_watch();
   std::unique_lock lk(mu_);
   validate(t);  // refused calls consume no sequence number: peers never see them
   t.desc.topology = &topology_;
@@ -57,11 +58,13 @@ P2pCall p2p_call(const OpTask& t, std::chrono::milliseconds timeout) {
 
 RecvStatus CommImpl::point_to_point(const OpTask& t) {
   validate(t);
+  start_revoke_watch();
   return p2p_->run(p2p_call(t, timeout()));
 }
 
 Work CommImpl::point_to_point_async(const OpTask& t) {
   validate(t);
+  start_revoke_watch();
   return p2p_->post(p2p_call(t, timeout()));
 }
 

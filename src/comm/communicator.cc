@@ -306,6 +306,10 @@ void GroupScope::end() {
 std::shared_ptr<Communicator> Communicator::split(int color, int key) { return impl_->split(color, key); }
 void Communicator::abort(const std::string& reason) { impl_->abort(reason); }
 bool Communicator::aborted() const { return impl_->aborted(); }
+void Communicator::revoke(const std::string& reason) { impl_->revoke(reason); }
+bool Communicator::revoked() const { return impl_->revoked(); }
+std::shared_ptr<Communicator> Communicator::shrink() { return impl_->shrink(); }
+Agreement Communicator::agree(bool value) { return impl_->agree(value); }
 void Communicator::set_timeout(std::chrono::milliseconds t) { impl_->set_timeout(t); }
 std::chrono::milliseconds Communicator::timeout() const { return impl_->timeout(); }
 CommStats Communicator::stats() const { return impl_->stats(); }

@@ -45,6 +45,7 @@ transport::TcpLinkParams LinkTarget::tcp(int peer, int channel) const {
   params.channel = channel;
   params.peer_addresses = p.tcp;
   params.same_host = p.host_id == peers[static_cast<size_t>(rank)].host_id;
+  if (p.machine_id == peers[static_cast<size_t>(rank)].machine_id) params.peer_pid = p.pid;
   return params;
 }
 

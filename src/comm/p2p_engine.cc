@@ -171,9 +171,17 @@ void P2pEngine::group_end() {
   w.wait();
 }
 
-void P2pEngine::abort(const std::string& reason) {
+void P2pEngine::note_abort_reason(const std::string& reason, ErrorCode code) {
+  std::lock_guard lk(mu_);
+  if (abort_reason_.empty()) {
+    abort_reason_ = reason;
+    abort_code_ = code;
+  }
+}
+
+void P2pEngine::abort(const std::string& reason, ErrorCode code) {
+  note_abort_reason(reason, code);
   std::unique_lock lk(mu_);
-  if (abort_reason_.empty()) abort_reason_ = reason;
   if (driving_) {
     waiter_.interrupt();  // the driver sees the flag
     return;
@@ -222,12 +230,15 @@ void P2pEngine::drive(const Done& done) {
     if (abort_.load(std::memory_order_relaxed) && !failed_) {
       adopt();
       std::string reason;
+      ErrorCode code;
       {
         std::lock_guard lk(mu_);
         reason = abort_reason_.empty() ? "abort() called" : abort_reason_;
+        code = abort_code_;
       }
-      const Error e(ErrorCode::aborted, fmt::format("rank {} aborted the communicator: {}", rank_, reason),
-                    ErrorContext{rank_, "p2p", 0, -1});
+      const std::string what =
+          code == ErrorCode::aborted ? fmt::format("rank {} aborted the communicator: {}", rank_, reason) : reason;
+      const Error e(code, what, ErrorContext{rank_, "p2p", 0, -1});
       for (int q = 0; q < nranks_; ++q) {
         if (q != rank_) break_peer(q, e);
       }

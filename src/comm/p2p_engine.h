@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -59,8 +60,15 @@ class P2pEngine {
   void group_end();
   Work group_end_async();
 
-  // Fails every pending and later operation with `aborted`, poisons the links (any thread).
-  void abort(const std::string& reason);
+  // Fails every pending and later operation with `code` (aborted: "rank R aborted the
+  // communicator: <reason>"; revoked: the reason as it is), poisons the links (any thread).
+  void abort(const std::string& reason, ErrorCode code = ErrorCode::aborted);
+  // The first half of abort(): records why, so that a driver that sees the communicator's
+  // abort flag, set after this, reports it.
+  void note_abort_reason(const std::string& reason, ErrorCode code);
+  // Asked when a peer fails: a revocation that explains it (the revoker poisons its links), to
+  // report ErrorCode::revoked instead. Set once, before any operation.
+  void set_revocation_lookup(std::function<std::optional<std::string>()> lookup) { revocation_lookup_ = std::move(lookup); }
 
   // Payload bytes per peer (headers and padding excluded).
   uint64_t bytes_sent(int peer) const { return counters_[static_cast<size_t>(peer)].sent.load(); }
@@ -125,6 +133,8 @@ class P2pEngine {
   bool stop_ = false;
   std::atomic<bool> stopping_{false};  // stop_, for the progress thread's drive loop
   std::string abort_reason_;
+  ErrorCode abort_code_ = ErrorCode::aborted;
+  std::function<std::optional<std::string>()> revocation_lookup_;
   uint64_t next_seq_ = 0;
   std::thread thread_;
   transport::Waiter waiter_;

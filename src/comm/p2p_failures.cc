@@ -108,7 +108,13 @@ void P2pEngine::check_liveness() {
   }
 }
 
-void P2pEngine::break_peer(int peer, const Error& e) {
+void P2pEngine::break_peer(int peer, const Error& cause) {
+  Error e = cause;
+  if (cause.code() == ErrorCode::peer_failure && revocation_lookup_) {
+    if (auto why = revocation_lookup_()) {
+      e = Error(ErrorCode::revoked, fmt::format("the communicator was revoked: {}", *why), cause.context());
+    }
+  }
   Peer& p = peers_[static_cast<size_t>(peer)];
   if (!p.broken) {
     p.broken = e;

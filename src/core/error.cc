@@ -15,6 +15,7 @@ std::string_view to_string(ErrorCode code) noexcept {
     case ErrorCode::peer_failure: return "peer failure";
     case ErrorCode::mismatch: return "mismatched call";
     case ErrorCode::aborted: return "aborted";
+    case ErrorCode::revoked: return "revoked";
     case ErrorCode::transport: return "transport error";
     case ErrorCode::protocol: return "protocol error";
     case ErrorCode::init: return "initialization error";
@@ -42,6 +43,11 @@ std::string format_message(const std::string& what, const ErrorContext& ctx) {
 
 Error::Error(ErrorCode code, const std::string& what, ErrorContext ctx)
     : std::runtime_error(format_message(what, ctx)), code_(code), ctx_(std::move(ctx)), detail_(what) {}
+
+Error::Error(ErrorCode code, const std::string& what, ErrorContext ctx, std::vector<int> failed_ranks)
+    : Error(code, what, std::move(ctx)) {
+  failed_ranks_ = std::move(failed_ranks);
+}
 
 void throw_error(ErrorCode code, const std::string& what, ErrorContext ctx) {
   throw Error(code, what, std::move(ctx));

@@ -12,7 +12,7 @@
 #include <thread>
 #include <utility>
 
-#include "bootstrap/timed_store.h"
+#include "bootstrap/store_wait.h"
 #include "core/errors.h"
 #include "core/log.h"
 #include "transport/shm/process_liveness.h"
@@ -65,23 +65,6 @@ void populate_own_pages(std::byte* base, const RegionGeometry& geo, int rank) {
   populate(geo.slots_offset() + r * geo.stages * geo.chunk_bytes, geo.stages * geo.chunk_bytes);
 }
 
-// Waits up to `slice` for the key: one blocking store request where the store has them (one
-// request per slice instead of a poll every few milliseconds), else one check and a short sleep.
-bool key_set_within(Store& store, const std::string& key, std::chrono::milliseconds slice) {
-  if (auto* timed = dynamic_cast<bootstrap::TimedStore*>(&store)) {
-    try {
-      timed->wait_within({key}, slice);
-      return true;
-    } catch (const Error& e) {
-      if (e.code() != ErrorCode::timeout) throw;
-      return false;
-    }
-  }
-  if (store.check(key)) return true;
-  std::this_thread::sleep_for(std::min(slice, std::chrono::milliseconds(5)));
-  return false;
-}
-
 // Rank 0: a fresh region of the requested geometry, initialised and reserved, in a memfd. It
 // has no name in /dev/shm: the peers open it through /proc/<pid>/fd/<fd> while rank 0 holds
 // the descriptor, and it is gone with the last mapping, however its processes end.
@@ -131,7 +114,7 @@ std::byte* attach(const RegionParams& p, Store& store, TimePoint deadline,
     return std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()),
                       std::chrono::milliseconds(1), kSlice);
   };
-  while (!key_set_within(store, key, slice())) {
+  while (!bootstrap::key_set_within(store, key, slice())) {
     if (abort_flag.load()) throw_error(ErrorCode::aborted, "the communicator was aborted", ctx);
     if (!p.pids.empty() && p.pids[0] > 0 && !creator.alive(p.pids[0]))
       throw_error(ErrorCode::peer_failure,

@@ -14,6 +14,7 @@
 #include "core/errors.h"
 #include "core/log.h"
 #include "transport/tcp/connect_targets.h"
+#include "transport/shm/process_liveness.h"
 #include "transport/tcp/handshake.h"
 #include "transport/tcp/interfaces.h"
 #include "core/socket_address.h"
@@ -83,6 +84,7 @@ UniqueFd connect_with_retry(const TcpLinkParams& p, const std::vector<Target>& t
   milliseconds backoff = kFirstBackoff;
   std::string last_failure;
   int attempts = 0;
+  shm::ProcessLiveness liveness;
   for (;;) {
     bool retry = false;
     for (const auto& t : targets) {
@@ -103,6 +105,12 @@ UniqueFd connect_with_retry(const TcpLinkParams& p, const std::vector<Target>& t
       throw_error(ErrorCode::transport,
                   fmt::format("cannot connect to rank {} at any of its addresses (last: {})",
                               p.peer_rank, last_failure),
+                  context_of(p));
+    }
+    if (p.peer_pid > 0 && !liveness.alive(static_cast<pid_t>(p.peer_pid))) {
+      throw_error(ErrorCode::peer_failure,
+                  fmt::format("rank {} (pid {}) exited before its connection was made (last: {})", p.peer_rank,
+                              p.peer_pid, last_failure),
                   context_of(p));
     }
     const TimePoint now = Clock::now();
@@ -206,7 +214,7 @@ std::unique_ptr<Link> tcp_connect(TcpListener& listener, const TcpLinkParams& p,
   if (p.my_rank < p.peer_rank) {
     fd = connect_actively(listener, p, deadline, &where);
   } else {
-    fd.reset(listener.accept_from(p.comm_id, p.peer_rank, p.my_rank, p.channel, deadline));
+    fd.reset(listener.accept_from(p.comm_id, p.peer_rank, p.my_rank, p.channel, deadline, p.peer_pid));
     auto remote = hoop::remote_address(fd.get());
     where = remote ? remote->to_string() : "?";
   }

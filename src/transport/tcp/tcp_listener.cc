@@ -17,6 +17,7 @@
 #include "core/params.h"
 #include "core/errors.h"
 #include "core/log.h"
+#include "transport/shm/process_liveness.h"
 #include "transport/tcp/handshake.h"
 #include "transport/tcp/interfaces.h"
 #include "core/socket_address.h"
@@ -287,14 +288,21 @@ uint64_t TcpListener::secret_key() const { return impl_->secret_key; }
 uint64_t TcpListener::rejected() const { return impl_->rejected.load(std::memory_order_relaxed); }
 
 int TcpListener::accept_from(uint64_t comm_id, int peer, int my_rank, int channel,
-                             TimePoint deadline) {
+                             TimePoint deadline, int peer_pid) {
   Impl& s = *impl_;
   const TimePoint start = Clock::now();
   const ConnKey key{comm_id, peer, my_rank, channel};
+  shm::ProcessLiveness liveness;
   std::unique_lock lock(s.mu);
   for (;;) {
     if (const int conn = s.claim(key); conn >= 0) return conn;
     const TimePoint now = Clock::now();
+    if (peer_pid > 0 && !liveness.alive(static_cast<pid_t>(peer_pid))) {
+      throw_error(ErrorCode::peer_failure,
+                  fmt::format("rank {} (pid {}) exited before connecting (communicator {:#x}, channel {})",
+                              peer, peer_pid, comm_id, channel),
+                  ErrorContext{.rank = my_rank, .op = "tcp.accept", .seq = 0, .peer = peer});
+    }
     if (now >= deadline) {
       throw_error(ErrorCode::timeout,
                   fmt::format("no connection from rank {} within {:.1f} s (communicator {:#x}, "
@@ -303,7 +311,7 @@ int TcpListener::accept_from(uint64_t comm_id, int peer, int my_rank, int channe
                   ErrorContext{.rank = my_rank, .op = "tcp.accept", .seq = 0, .peer = peer});
     }
     if (s.driving) {
-      s.cv.wait_until(lock, deadline);
+      s.cv.wait_until(lock, std::min(deadline, now + kDriveSlice));
       continue;
     }
     // This thread drives the accept loop for everyone; the others wait to be notified.

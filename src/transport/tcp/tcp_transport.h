@@ -30,6 +30,9 @@ struct TcpLinkParams {
   std::vector<std::string> peer_addresses;
   bool same_host = false;  // peer is on this host: connect over loopback
   size_t staging_bytes = 0;  // the link's receive staging; 0: HOOP_TCP_STAGING_BYTES
+  // The peer's process when it runs on this machine (0: elsewhere or unknown): a connection
+  // that waits for it ends with Error{peer_failure} once it is gone, not at the deadline.
+  int peer_pid = 0;
 };
 
 class TcpListener {
@@ -54,7 +57,8 @@ class TcpListener {
 
   // Returns the connected socket of the handshake (comm_id, from=peer, to=my_rank, channel),
   // accepting and sorting incoming connections until it arrives; throws at deadline.
-  int accept_from(uint64_t comm_id, int peer, int my_rank, int channel, TimePoint deadline);
+  // peer_pid as TcpLinkParams::peer_pid.
+  int accept_from(uint64_t comm_id, int peer, int my_rank, int channel, TimePoint deadline, int peer_pid = 0);
   // The same without waiting: the socket if that handshake has arrived, else -1. Runs one round
   // of the accept loop (without sleeping) unless another thread is driving it.
   int try_accept(uint64_t comm_id, int peer, int my_rank, int channel);

@@ -1,0 +1,316 @@
+// Surviving a dead rank without a restart: revoke, shrink and agree on N = 2..8 ranks over
+// shared memory and TCP, with ranks killed (SIGKILL) before, during and between operations.
+// Every surviving rank checks its results exactly; the killed rank's exit is checked too.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <ostream>
+#include <numeric>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hoop/communicator.h"
+#include "hoop/error.h"
+#include "support/spawn.h"
+#include "support/store_sync.h"
+
+namespace hoop::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct SurviveParam {
+  int nranks;
+  const char* transport;
+};
+
+void PrintTo(const SurviveParam& p, std::ostream* os) { *os << p.nranks << " ranks over " << p.transport; }
+
+std::string param_name(const ::testing::TestParamInfo<SurviveParam>& info) {
+  return std::string(info.param.transport) + "_" + std::to_string(info.param.nranks) + "ranks";
+}
+
+CommOptions options(const SurviveParam& p) {
+  CommOptions o;
+  o.timeout = 8s;
+  o.transport = p.transport;
+  return o;
+}
+
+[[noreturn]] void die() {
+  ::kill(::getpid(), SIGKILL);
+  for (;;) ::pause();
+}
+
+// An exact AllReduce on `comm`: every rank contributes (its rank + 1) * (i + 1).
+void expect_exact_allreduce(Communicator& comm, size_t count) {
+  std::vector<int64_t> v(count);
+  for (size_t i = 0; i < count; ++i) v[i] = (comm.rank() + 1) * static_cast<int64_t>(i + 1);
+  comm.allreduce(v.data(), v.data(), count, DataType::i64, RedOp::sum);
+  const int64_t n = comm.size();
+  for (size_t i = 0; i < count; ++i) {
+    ASSERT_EQ(v[i], n * (n + 1) / 2 * static_cast<int64_t>(i + 1)) << "element " << i << " on rank " << comm.rank();
+  }
+}
+
+void expect_victim_killed(const std::vector<RankResult>& results, int victim) {
+  for (const auto& r : results) {
+    if (r.rank == victim) {
+      EXPECT_EQ(r.signal, SIGKILL) << "rank " << victim << " was to be killed";
+    } else {
+      EXPECT_TRUE(r.ok()) << "survivor rank " << r.rank << " exited " << r.exit_code << " (signal " << r.signal << ")";
+    }
+  }
+}
+
+class Survive : public ::testing::TestWithParam<SurviveParam> {};
+
+// A revoke by one rank fails the others' pending operation (they wait for the revoker, which
+// never joins) and every later one with `revoked`, within a second; shrink then keeps them all.
+TEST_P(Survive, RevokeFailsPendingAndLaterOperationsThenShrinkKeepsEveryone) {
+  const SurviveParam p = GetParam();
+  auto results = run_ranks(p.nranks, [&](RankContext& ctx) {
+    auto comm = ctx.make_comm(options(p));
+    auto store = ctx.store();
+    expect_exact_allreduce(*comm, 1000);
+    const int revoker = comm->size() - 1;
+    if (comm->rank() == revoker) {
+      await(*store, "waiting", comm->size() - 1);
+      std::this_thread::sleep_for(200ms);  // the others are inside their allreduce
+      comm->revoke("the test says so");
+      EXPECT_TRUE(comm->revoked());
+    } else {
+      arrive(*store, "waiting");
+      std::vector<float> v(1 << 16, 1.0f);
+      try {
+        comm->allreduce(v.data(), v.data(), v.size(), DataType::f32, RedOp::sum);
+        ADD_FAILURE() << "an allreduce the revoker never joined succeeded";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::revoked) << e.what();
+        EXPECT_NE(std::string(e.what()).find("rank " + std::to_string(revoker) + " revoked the communicator: the test says so"),
+                  std::string::npos)
+            << e.what();
+      }
+      EXPECT_TRUE(comm->revoked());
+    }
+    // Later operations, collective and point-to-point, fail at once.
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      comm->barrier();
+      ADD_FAILURE() << "a barrier on a revoked communicator succeeded";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::revoked) << e.what();
+    }
+    if (comm->size() > 1) {
+      int x = 0;
+      try {
+        if (comm->rank() == 0) comm->send(&x, 1, DataType::i32, 1);
+        else comm->recv(&x, 1, DataType::i32, 0);
+        ADD_FAILURE() << "point-to-point on a revoked communicator succeeded";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::revoked) << e.what();
+      }
+    }
+    EXPECT_LT(seconds_since(start), 1.0);
+    auto next = comm->shrink();
+    ASSERT_TRUE(next);
+    EXPECT_EQ(next->size(), comm->size());
+    EXPECT_EQ(next->rank(), comm->rank());
+    expect_exact_allreduce(*next, 1001);
+  });
+  EXPECT_TRUE(all_ok(results));
+}
+
+// The revoke reaches members that are not waiting on the revoker at all, within a second.
+TEST_P(Survive, RevokeReachesIdleMembersWithinASecond) {
+  const SurviveParam p = GetParam();
+  auto results = run_ranks(p.nranks, [&](RankContext& ctx) {
+    auto comm = ctx.make_comm(options(p));
+    auto store = ctx.store();
+    expect_exact_allreduce(*comm, 7);
+    arrive(*store, "ready");
+    await(*store, "ready", comm->size());
+    if (comm->rank() == 0) {
+      store->set("revoke-at", std::vector<uint8_t>{});
+      comm->revoke("idle test");
+    } else {
+      store->wait({"revoke-at"});
+      const auto start = std::chrono::steady_clock::now();
+      while (!comm->revoked() && seconds_since(start) < 5.0) std::this_thread::sleep_for(5ms);
+      EXPECT_TRUE(comm->revoked());
+      EXPECT_LT(seconds_since(start), 1.0) << "the revoke took too long to arrive";
+    }
+  });
+  EXPECT_TRUE(all_ok(results));
+}
+
+// A rank killed between two operations: the survivors' next AllReduce fails naming it, shrink
+// gives them a communicator of the others, numbered in order, and it computes exactly.
+TEST_P(Survive, ShrinkAfterAKilledRank) {
+  const SurviveParam p = GetParam();
+  const int victim = p.nranks / 2;
+  auto results = run_ranks(p.nranks, [&](RankContext& ctx) {
+    auto comm = ctx.make_comm(options(p));
+    expect_exact_allreduce(*comm, 64);
+    if (comm->rank() == victim) die();
+    std::vector<int64_t> v(1 << 14, 1);
+    try {
+      comm->allreduce(v.data(), v.data(), v.size(), DataType::i64, RedOp::sum);
+      ADD_FAILURE() << "an allreduce with a dead member succeeded";
+    } catch (const Error& e) {
+      EXPECT_TRUE(e.code() == ErrorCode::peer_failure || e.code() == ErrorCode::timeout) << e.what();
+      EXPECT_EQ(e.failed_ranks(), std::vector<int>{victim}) << e.what();
+    }
+    const auto start = std::chrono::steady_clock::now();
+    auto next = comm->shrink();
+    ctx.report("shrink took " + std::to_string(seconds_since(start)) + " s");
+    ASSERT_TRUE(next);
+    EXPECT_EQ(next->size(), comm->size() - 1);
+    EXPECT_EQ(next->rank(), comm->rank() < victim ? comm->rank() : comm->rank() - 1);
+    EXPECT_LT(seconds_since(start), 2.0);
+    expect_exact_allreduce(*next, 1 << 12);
+  });
+  expect_victim_killed(results, victim);
+  for (const auto& r : results) {
+    for (const auto& line : r.reports) std::cout << "  rank " << r.rank << ": " << line << "\n";
+  }
+}
+
+// A rank dies while the others are in a large ring AllReduce: no survivor reports a result as
+// done unless it is exact; after shrink the survivors go on.
+TEST_P(Survive, RankDyingDuringALargeAllReduce) {
+  const SurviveParam p = GetParam();
+  const int victim = 0;
+  auto results = run_ranks(p.nranks, [&](RankContext& ctx) {
+    auto comm = ctx.make_comm(options(p));
+    constexpr size_t kCount = size_t{1} << 20;  // 8 MiB of i64
+    std::vector<int64_t> v(kCount);
+    if (comm->rank() == victim) {
+      std::thread([] {
+        std::this_thread::sleep_for(30ms);
+        die();
+      }).detach();
+    }
+    OpOptions o;
+    o.algo = "ring";
+    for (int iter = 0;; ++iter) {
+      std::fill(v.begin(), v.end(), comm->rank() + 1);
+      try {
+        comm->allreduce(v.data(), v.data(), kCount, DataType::i64, RedOp::sum, o);
+      } catch (const Error& e) {
+        ctx.report("failed at iteration " + std::to_string(iter) + ": " + e.what());
+        break;
+      }
+      const int64_t want = int64_t{comm->size()} * (comm->size() + 1) / 2;
+      ASSERT_TRUE(std::all_of(v.begin(), v.end(), [&](int64_t x) { return x == want; }))
+          << "an allreduce reported done with a partial result at iteration " << iter;
+      ASSERT_LT(iter, 10000) << "the victim never died";
+    }
+    auto next = comm->shrink();
+    ASSERT_TRUE(next);
+    EXPECT_EQ(next->size(), comm->size() - 1);
+    expect_exact_allreduce(*next, 4097);
+  });
+  expect_victim_killed(results, victim);
+}
+
+// Repeated shrinks, one death per round, down to one rank.
+TEST_P(Survive, RepeatedShrinksDownToOneRank) {
+  const SurviveParam p = GetParam();
+  auto results = run_ranks(p.nranks, [&](RankContext& ctx) {
+    std::shared_ptr<Communicator> comm = ctx.make_comm(options(p));
+    while (comm->size() > 1) {
+      expect_exact_allreduce(*comm, 333);
+      // The last rank of each round dies: world ranks p.nranks-1, p.nranks-2, ...
+      if (comm->rank() == comm->size() - 1) die();
+      try {
+        comm->barrier();
+        std::vector<int> x(100, 1);
+        comm->allreduce(x.data(), x.data(), x.size(), DataType::i32, RedOp::sum);
+        ADD_FAILURE() << "operations with a dead member succeeded";
+      } catch (const Error& e) {
+        EXPECT_NE(e.code(), ErrorCode::invalid_argument) << e.what();
+      }
+      const int before = comm->size();
+      comm = comm->shrink();
+      ASSERT_EQ(comm->size(), before - 1);
+    }
+    EXPECT_EQ(comm->rank(), 0);
+    expect_exact_allreduce(*comm, 5);
+  });
+  for (const auto& r : results) {
+    if (r.rank == 0) EXPECT_TRUE(r.ok()) << "rank 0 exited " << r.exit_code;
+    else EXPECT_EQ(r.signal, SIGKILL) << "rank " << r.rank;
+  }
+}
+
+// agree: the AND of the votes, the same on every member; a dead member is named and takes no
+// part, and the live members still agree.
+TEST_P(Survive, AgreeIsTheSameOnEveryMemberAndNamesTheDead) {
+  const SurviveParam p = GetParam();
+  const int victim = p.nranks - 1;
+  auto results = run_ranks(p.nranks, [&](RankContext& ctx) {
+    auto comm = ctx.make_comm(options(p));
+    Agreement all_yes = comm->agree(true);
+    EXPECT_TRUE(all_yes.value);
+    EXPECT_TRUE(all_yes.failed_ranks.empty());
+    Agreement one_no = comm->agree(comm->rank() != 0);
+    EXPECT_FALSE(one_no.value);
+    EXPECT_TRUE(one_no.failed_ranks.empty());
+    if (comm->rank() == victim) die();
+    const auto start = std::chrono::steady_clock::now();
+    Agreement with_dead = comm->agree(true);
+    EXPECT_TRUE(with_dead.value);
+    EXPECT_EQ(with_dead.failed_ranks, std::vector<int>{victim});
+    EXPECT_LT(seconds_since(start), 2.0);
+  });
+  expect_victim_killed(results, victim);
+}
+
+// A member that dies while the others shrink: they wait for it (it is alive when they start),
+// see it die, and settle without it.
+TEST_P(Survive, RankDyingDuringShrink) {
+  const SurviveParam p = GetParam();
+  const int victim = 0;
+  auto results = run_ranks(p.nranks, [&](RankContext& ctx) {
+    auto comm = ctx.make_comm(options(p));
+    auto store = ctx.store();
+    expect_exact_allreduce(*comm, 10);
+    arrive(*store, "allreduce-done");
+    await(*store, "allreduce-done", comm->size());
+    if (comm->rank() == victim) {
+      await(*store, "in-shrink", comm->size() - 1);
+      std::this_thread::sleep_for(300ms);
+      die();
+    }
+    comm->revoke("a member is about to die");
+    arrive(*store, "in-shrink");
+    const auto start = std::chrono::steady_clock::now();
+    auto next = comm->shrink();
+    ASSERT_TRUE(next);
+    EXPECT_EQ(next->size(), comm->size() - 1);
+    EXPECT_EQ(next->rank(), comm->rank() - 1);
+    EXPECT_LT(seconds_since(start), 3.0);
+    expect_exact_allreduce(*next, 77);
+  });
+  expect_victim_killed(results, victim);
+}
+
+std::vector<SurviveParam> survive_params() {
+  std::vector<SurviveParam> out;
+  for (const char* t : {"shm", "tcp"}) {
+    for (int n : {2, 3, 5, 8}) out.push_back({n, t});
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, Survive, ::testing::ValuesIn(survive_params()), param_name);
+
+}  // namespace
+}  // namespace hoop::test
