@@ -78,6 +78,11 @@ struct DpConfig {
   // K = 10 and C = 256 by default.
   // Checked at construction (and against the parameters' shapes at finalize()).
   std::string compress = "none";
+  // Surviving a dead rank without a restart (DataParallel::commit): 1 keeps, in memory, a copy
+  // of the ring successor's states (the image a checkpoint would write: its slices of the
+  // master weights or parameters and of the optimizer's arrays), refreshed by every commit;
+  // 0: none (a dead rank's shard is lost).
+  int redundancy = 0;
 };
 
 enum class Phase : uint8_t { forward, backward };
@@ -89,8 +94,9 @@ struct MemoryUsage {
   uint64_t grads = 0;
   uint64_t optimizer = 0;  // master weights, moments, momentum
   uint64_t comm = 0;
+  uint64_t redundancy = 0;  // the last committed states of this rank and of its successor, and the next
   uint64_t model_states() const { return params + grads + optimizer; }
-  uint64_t total() const { return model_states() + comm; }
+  uint64_t total() const { return model_states() + comm + redundancy; }
 };
 
 struct MemoryReport {
@@ -241,6 +247,27 @@ class HOOP_API DataParallel {
   void save(const std::string& dir);
   void load(const std::string& dir);
 
+  // Surviving a dead rank (DpConfig::redundancy = 1), after each step, on every live rank:
+  //
+  //   bool ok = true;
+  //   try { forward and backward through layer_params / layer_grads; dp.step(); }
+  //   catch (const hoop::Error&) { ok = false; }
+  //   if (!dp.commit(ok)) { the states are back at the last commit, over the survivors: redo the step }
+  //
+  // commit(true) refreshes the in-memory copies and, once every member agrees
+  // (Communicator::agree), makes this step the last commit. Otherwise (this rank or another
+  // failed: it revokes the communicator, so that no member waits on it) the members shrink the
+  // communicator to the live ones, restore every shard from its owner or from the copy its
+  // ring predecessor holds, re-shard over the new rank count, and return false: no half-reduced
+  // gradient and no half-applied update is kept. With two neighbours dead, both copies of a
+  // shard are gone: Error{peer_failure} names the shard and the ranks. A communication hook's
+  // state restarts on the survivors.
+  bool commit(bool ok);
+  // The communicator in use (the survivors' one after a recovery).
+  std::shared_ptr<Communicator> communicator() const;
+  // Seconds the last recovery took, from the agreement that failed to the restored states.
+  double last_recovery_seconds() const;
+
   int stage() const;
   int rank() const;
   int world_size() const;
@@ -262,6 +289,8 @@ class HOOP_API DataParallel {
   uint64_t bytes_sent() const;
 
  private:
+  // The recovery half of commit(): collective on the survivors' communicator.
+  void recover(std::shared_ptr<Communicator> survivors);
   std::unique_ptr<detail::DataParallelImpl> impl_;
 };
 

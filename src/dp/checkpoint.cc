@@ -1,6 +1,5 @@
-// Sharded checkpoints. Every rank writes rank_<r>.bin: for each tensor in registration order,
-// for each state (the f32 parameters or master weights, then the optimizer's arrays), its
-// slice [r*ceil(n/N), min(n, (r+1)*ceil(n/N))) as little-endian f32. Rank 0 writes
+// Sharded checkpoints. Every rank writes rank_<r>.bin: its image (dp/state_image.h), as
+// little-endian f32. Rank 0 writes
 // manifest.json (rank count, step, optimizer, tensors), from which any rank count can find
 // where every element of every state lies, so a checkpoint of N ranks loads on M ranks at
 // any stage. A communication hook's state (CommHook::state()) goes to hook_<r>.bin, its arrays
@@ -8,6 +7,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +16,7 @@
 #include "core/errors.h"
 #include "dp/data_parallel_impl.h"
 #include "dp/optimizer.h"
+#include "dp/state_image.h"
 
 namespace hoop::dp::detail {
 
@@ -40,49 +41,22 @@ const char* kind_name(OptimizerKind k) {
   return "?";
 }
 
-size_t slice_of(size_t numel, int ranks) {
-  return (numel + static_cast<size_t>(ranks) - 1) / static_cast<size_t>(ranks);
-}
-size_t valid_of(size_t numel, size_t slice, int q) {
-  const size_t b = static_cast<size_t>(q) * slice;
-  return b >= numel ? 0 : std::min(slice, numel - b);
-}
-
-// Reads elements [lo, hi) of state k of tensor t from the files of a checkpoint of `ranks`.
-class CheckpointReader {
+// A checkpoint's rank files, read as the images they hold.
+class FileStateSource final : public StateSource {
  public:
-  CheckpointReader(std::string dir, int ranks, int nstates, std::vector<size_t> numels, int rank)
-      : dir_(std::move(dir)), ranks_(ranks), nstates_(nstates), numels_(std::move(numels)),
-        rank_(rank), fds_(static_cast<size_t>(ranks), -1) {}
-  ~CheckpointReader() {
+  FileStateSource(std::string dir, ImageLayout layout, int rank)
+      : StateSource(std::move(layout)), dir_(std::move(dir)), rank_(rank),
+        fds_(static_cast<size_t>(this->layout().ranks()), -1) {}
+  ~FileStateSource() override {
     for (int fd : fds_) {
       if (fd >= 0) ::close(fd);
     }
   }
-  CheckpointReader(const CheckpointReader&) = delete;
-  CheckpointReader& operator=(const CheckpointReader&) = delete;
-
-  void read(size_t t, int k, size_t lo, size_t hi, float* dst) {
-    const size_t n = numels_[t], s = slice_of(n, ranks_);
-    for (int q = 0; q < ranks_ && lo < hi; ++q) {
-      const size_t qb = static_cast<size_t>(q) * s, qe = qb + valid_of(n, s, q);
-      const size_t a = std::max(lo, qb), e = std::min(hi, qe);
-      if (a >= e) continue;
-      const size_t off = (file_offset(q, t) + static_cast<size_t>(k) * valid_of(n, s, q) + a - qb) *
-                         sizeof(float);
-      read_exact(q, dst + (a - lo), (e - a) * sizeof(float), off);
-    }
-  }
+  FileStateSource(const FileStateSource&) = delete;
+  FileStateSource& operator=(const FileStateSource&) = delete;
 
  private:
-  size_t file_offset(int q, size_t t) const {
-    size_t off = 0;
-    for (size_t i = 0; i < t; ++i) {
-      off += valid_of(numels_[i], slice_of(numels_[i], ranks_), q) * static_cast<size_t>(nstates_);
-    }
-    return off;
-  }
-  void read_exact(int q, float* dst, size_t bytes, size_t off) {
+  void fetch(int q, size_t at, size_t count, float* dst) override {
     int& fd = fds_[static_cast<size_t>(q)];
     const std::string path = rank_file(dir_, q);
     ErrorContext c;
@@ -93,6 +67,7 @@ class CheckpointReader {
       if (fd < 0) throw_system_error(ErrorCode::invalid_argument, "cannot open " + path, errno, c);
     }
     auto* p = reinterpret_cast<char*>(dst);
+    size_t bytes = count * sizeof(float), off = at * sizeof(float);
     while (bytes > 0) {
       const ssize_t got = ::pread(fd, p, bytes, static_cast<off_t>(off));
       if (got < 0 && errno == EINTR) continue;
@@ -108,8 +83,6 @@ class CheckpointReader {
   }
 
   std::string dir_;
-  int ranks_, nstates_;
-  std::vector<size_t> numels_;
   int rank_;
   std::vector<int> fds_;
 };
@@ -122,25 +95,13 @@ void DataParallelImpl::save(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   const int nstates = optimizer_state_count(cfg_.optimizer);
-  float* states[2] = {state0_.as<float>(), state1_.as<float>()};
   {
     const std::string path = rank_file(dir, rank_);
+    std::vector<float> image(image_layout(nranks_).elements(rank_));
+    write_image(image.data());
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     if (!out) throw_error(ErrorCode::invalid_argument, "cannot write " + path, ctx("dp.save"));
-    for (size_t i = 0; i < layout_.tensors.size(); ++i) {
-      const int t = static_cast<int>(i);
-      const TensorSlot& s = layout_.tensors[i];
-      const size_t v = s.valid(rank_);
-      // Where this rank's slice starts in the arrays it holds (full at stage 0).
-      const size_t skip = zero() ? 0 : s.begin(rank_);
-      const size_t off = zero() ? s.shard_offset : flat(t);
-      out.write(reinterpret_cast<const char*>(master_ptr(t) + skip),
-                static_cast<std::streamsize>(v * sizeof(float)));
-      for (int k = 0; k < nstates; ++k) {
-        out.write(reinterpret_cast<const char*>(states[k] + off + skip),
-                  static_cast<std::streamsize>(v * sizeof(float)));
-      }
-    }
+    out.write(reinterpret_cast<const char*>(image.data()), static_cast<std::streamsize>(image.size() * sizeof(float)));
     out.flush();
     if (!out) throw_error(ErrorCode::invalid_argument, "cannot write " + path, ctx("dp.save"));
   }
@@ -223,7 +184,36 @@ void DataParallelImpl::load(const std::string& dir) {
     numels.push_back(n);
   }
 
-  CheckpointReader reader(dir, old_ranks, 1 + nstates, numels, rank_);
+  FileStateSource source(dir, image_layout(old_ranks), rank_);
+  load_states(source);
+  steps_ = m.at("step").get<uint64_t>();
+  load_hook_state(dir, m, old_ranks);
+  if (comm_) comm_->barrier();
+}
+
+ImageLayout DataParallelImpl::image_layout(int ranks) const {
+  std::vector<size_t> numels;
+  for (const TensorSlot& s : layout_.tensors) numels.push_back(s.numel);
+  return ImageLayout(std::move(numels), ranks, 1 + optimizer_state_count(cfg_.optimizer));
+}
+
+void DataParallelImpl::write_image(float* dst) {
+  const int nstates = optimizer_state_count(cfg_.optimizer);
+  const float* states[2] = {state0_.as<float>(), state1_.as<float>()};
+  for (size_t i = 0; i < layout_.tensors.size(); ++i) {
+    const int t = static_cast<int>(i);
+    const TensorSlot& s = layout_.tensors[i];
+    const size_t v = s.valid(rank_);
+    // Where this rank's slice starts in the arrays it holds (full at stage 0).
+    const size_t skip = zero() ? 0 : s.begin(rank_);
+    const size_t off = zero() ? s.shard_offset : flat(t);
+    dst = std::copy_n(master_ptr(t) + skip, v, dst);
+    for (int k = 0; k < nstates; ++k) dst = std::copy_n(states[k] + off + skip, v, dst);
+  }
+}
+
+void DataParallelImpl::load_states(StateSource& source) {
+  const int nstates = optimizer_state_count(cfg_.optimizer);
   float* states[2] = {state0_.as<float>(), state1_.as<float>()};
   std::vector<float> full;
   for (size_t i = 0; i < layout_.tensors.size(); ++i) {
@@ -233,22 +223,19 @@ void DataParallelImpl::load(const std::string& dir) {
     full.assign(s.numel, 0.0f);
     // Parameters: whole tensors where a rank holds them whole, else the rank's slice.
     if (cfg_.stage == 3) {
-      reader.read(i, 0, b, b + v, full.data() + b);
+      source.read(i, 0, b, b + v, full.data() + b);
     } else {
-      reader.read(i, 0, 0, s.numel, full.data());
+      source.read(i, 0, 0, s.numel, full.data());
     }
     set_params_from_full(t, full.data());
     for (int k = 0; k < nstates; ++k) {
       if (zero()) {
-        reader.read(i, 1 + k, b, b + v, states[k] + s.shard_offset);
+        source.read(i, 1 + k, b, b + v, states[k] + s.shard_offset);
       } else {
-        reader.read(i, 1 + k, 0, s.numel, states[k] + flat(t));
+        source.read(i, 1 + k, 0, s.numel, states[k] + flat(t));
       }
     }
   }
-  steps_ = m.at("step").get<uint64_t>();
-  load_hook_state(dir, m, old_ranks);
-  if (comm_) comm_->barrier();
 }
 
 // The hook's arrays when the checkpoint holds the same hook's: all of them on the same rank

@@ -42,6 +42,8 @@ DataParallelImpl::DataParallelImpl(std::shared_ptr<Communicator> comm, DpConfig 
   HOOP_CHECK_ARG(cfg_.first_bucket_bytes > 0 && cfg_.bucket_bytes > 0, ctx("DataParallel"),
                  "bucket sizes must be positive (first {}, then {})", cfg_.first_bucket_bytes,
                  cfg_.bucket_bytes);
+  HOOP_CHECK_ARG(cfg_.redundancy == 0 || cfg_.redundancy == 1, ctx("DataParallel"),
+                 "redundancy {} (expected 0 or 1: copies of each shard kept in memory)", cfg_.redundancy);
   mixed_ = cfg_.precision == Precision::bf16;
   pdt_ = mixed_ ? DataType::bf16 : DataType::f32;
   if (auto hook = make_comm_hook(cfg_.compress)) register_comm_hook(std::move(hook));
@@ -172,6 +174,10 @@ void DataParallelImpl::finalize() {
     hook_runner_ = std::make_unique<HookRunner>();
   }
   finalized_ = true;
+  if (cfg_.redundancy == 1) {
+    prepare_commit();  // the initial states are the first commit
+    promote_commit();
+  }
 }
 
 CommHookContext DataParallelImpl::hook_context() const {

@@ -14,6 +14,7 @@
 #include "dp/hook_runner.h"
 #include "dp/layout.h"
 #include "dp/memory.h"
+#include "dp/state_image.h"
 #include "hoop/dp.h"
 
 namespace hoop::dp::detail {
@@ -37,6 +38,15 @@ class DataParallelImpl {
   std::vector<float> gather_tensor(int tensor);
   void save(const std::string& dir);
   void load(const std::string& dir);
+  // Images (dp/state_image.h): their shape on `ranks` ranks, this rank's written to dst
+  // (image_layout(nranks_).elements(rank_) floats), and the states read back from any source.
+  ImageLayout image_layout(int ranks) const;
+  void write_image(float* dst);
+  void load_states(StateSource& source);
+  // Redundancy (recovery.cc): the next commit's images (this rank's and, from it, its
+  // successor's), made the last commit's by promote_commit().
+  void prepare_commit();
+  void promote_commit();
 
   // --- state, read by the public wrapper and the checkpoint code ---
   std::shared_ptr<Communicator> comm_;
@@ -54,6 +64,10 @@ class DataParallelImpl {
   std::vector<BucketInfo> bucket_info_;
   std::vector<int> launch_order_;
   std::shared_ptr<CommHook> hook_;  // null: plain AllReduce / ReduceScatter
+  // Redundancy: the last commit's images (this rank's, its ring successor's) and the next's.
+  TrackedBuffer committed_own_, committed_successor_, next_own_, next_successor_;
+  uint64_t committed_step_ = 0;
+  double last_recovery_seconds_ = 0;
 
  private:
   struct LaunchedBucket {

@@ -9,6 +9,7 @@ uint64_t& MemoryLedger::slot(MemoryUsage& u, MemKind kind) {
     case MemKind::params: return u.params;
     case MemKind::grads: return u.grads;
     case MemKind::optimizer: return u.optimizer;
+    case MemKind::redundancy: return u.redundancy;
     case MemKind::comm: break;
   }
   return u.comm;

@@ -11,7 +11,7 @@
 
 namespace hoop::dp {
 
-enum class MemKind : uint8_t { params, grads, optimizer, comm };
+enum class MemKind : uint8_t { params, grads, optimizer, comm, redundancy };
 
 class MemoryLedger {
  public:

@@ -198,6 +198,7 @@ AttemptResult run_attempt(const RunOptions& opts, SignalChannel& signals, const 
   config.prefix_output = opts.prefix_output;
   config.grace_seconds = opts.grace_seconds;
   config.timeout_seconds = opts.timeout_seconds;
+  config.survive = opts.survive;
   Supervisor supervisor(config, signals);
   AttemptResult result;
   result.exit_code = supervisor.run([&](int rank) {

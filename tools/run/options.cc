@@ -94,6 +94,9 @@ ParsedCommandLine parse_run_options(int argc, char** argv) {
                  "after a rank fails, restart the whole group up to this many times (new job "
                  "id and store; the ranks get HOOP_RESTART_COUNT)")
       ->check(CLI::Range(0, 1000));
+  app.add_flag("--survive", opts.survive,
+               "a failed rank does not stop the others, which go on without it (hoop-train "
+               "--redundancy 1); the job succeeds when every other rank ends with 0");
   app.add_option("--bind-to", opts.bind_to,
                  "pin each rank started here to one CPU: auto (when the ranks fit in hoop-run's "
                  "CPUs), core (always, round-robin), none")

@@ -23,6 +23,9 @@ struct RunOptions {
   double grace_seconds = 3.0;    // between SIGTERM and SIGKILL when stopping the ranks
   double timeout_seconds = 0.0;  // 0: no timeout
   int max_restarts = 0;  // restarts of the whole group after a rank fails (elastic restart)
+  // --survive: a failed rank does not stop the others (they recover in memory: hoop-train
+  // --redundancy 1); the job succeeds when every rank still running ends with 0.
+  bool survive = false;
   HostOptions hosts;             // --hosts / --hostfile: ranks on several hosts
   // --bind-to: "auto" pins the ranks started on this machine one per CPU when they fit in
   // hoop-run's CPUs (as Open MPI binds to cores by default), "core" pins them round-robin

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "hoop/error.h"
 
@@ -64,6 +65,10 @@ int Supervisor::run(const std::function<LaunchSpec(int rank)>& launch_spec) {
     rank.err.flush();
   }
   if (consequences_reported_) say("the job failed: " + cause_text_);
+  if (!survived_.empty() && cause_ == Cause::none) {
+    say(fmt::format("the job finished without {} rank(s) that failed on the way: {}", survived_.size(),
+                    fmt::join(survived_, "; ")));
+  }
   return exit_code_;
 }
 
@@ -186,6 +191,12 @@ void Supervisor::on_rank_exit(Rank& rank) {
     cause_text_ = what;
     cause_is_signal_ = true;
     consequences_reported_ = true;
+    return;
+  }
+  if (config_.survive && cause_ == Cause::none && any_running()) {
+    // The others recover without it; whether they manage to is their own exit status.
+    say(what + "; the other ranks go on without it (--survive)");
+    survived_.push_back(what);
     return;
   }
   if (cause_ != Cause::none) {

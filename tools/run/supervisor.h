@@ -20,6 +20,7 @@ struct SupervisorConfig {
   bool prefix_output = true;
   double grace_seconds = 3.0;
   double timeout_seconds = 0.0;  // 0: none
+  bool survive = false;          // a failed rank does not stop the others
 };
 
 class Supervisor {
@@ -76,6 +77,7 @@ class Supervisor {
   std::optional<TimePoint> failed_at_;  // when the first failed rank was reaped
   bool cause_is_signal_ = false;        // the cause rank was killed by a signal
   std::optional<TimePoint> drain_until_;  // output of descendants that outlive their rank
+  std::vector<std::string> survived_;     // --survive: the ranks that failed while the others went on
 };
 
 }  // namespace hoop::run

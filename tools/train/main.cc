@@ -64,7 +64,7 @@ double uncompressed_bytes_per_step(const dp::DataParallel& dp, const dp::DpConfi
 void print_memory(Communicator* comm, const dp::DataParallel& dp) {
   const dp::MemoryReport m = dp.memory();
   std::vector<uint64_t> mine = {m.current.params, m.current.grads, m.current.optimizer,
-                                m.peak.comm, m.peak_total};
+                                m.peak.comm, m.peak_total, m.current.redundancy};
   const int n = dp.world_size();
   std::vector<uint64_t> all(mine.size() * static_cast<size_t>(n));
   if (comm) {
@@ -76,24 +76,26 @@ void print_memory(Communicator* comm, const dp::DataParallel& dp) {
   const double formula = dp.model_state_formula_bytes();
   std::printf("memory per rank (MB, 1 MB = 1e6 B), psi = %zu parameters, shard = %zu elements\n",
               dp.num_params(), dp.shard_elements());
-  std::printf("%-5s %9s %9s %9s %12s %12s %9s %12s %11s\n", "rank", "params", "grads", "optim",
-              "model-states", "formula", "diff", "comm(peak)", "peak total");
+  std::printf("%-5s %9s %9s %9s %12s %12s %9s %12s %11s %9s\n", "rank", "params", "grads", "optim",
+              "model-states", "formula", "diff", "comm(peak)", "peak total", "copies");
   for (int r = 0; r < n; ++r) {
     const uint64_t* v = all.data() + static_cast<size_t>(r) * mine.size();
     const double states = static_cast<double>(v[0] + v[1] + v[2]);
-    std::printf("%-5d %9s %9s %9s %12s %12s %+8.2f%% %12s %11s\n", r,
+    std::printf("%-5d %9s %9s %9s %12s %12s %+8.2f%% %12s %11s %9s\n", r,
                 mb(static_cast<double>(v[0])).c_str(), mb(static_cast<double>(v[1])).c_str(),
                 mb(static_cast<double>(v[2])).c_str(), mb(states).c_str(), mb(formula).c_str(),
                 100.0 * (states - formula) / formula, mb(static_cast<double>(v[3])).c_str(),
-                mb(static_cast<double>(v[4])).c_str());
+                mb(static_cast<double>(v[4])).c_str(), mb(static_cast<double>(v[5])).c_str());
   }
 }
 
 int train(const TrainOptions& o) {
   std::shared_ptr<Communicator> comm;
   if (launched_by_a_launcher()) comm = Communicator::from_env();
-  const int rank = comm ? comm->rank() : 0;
-  const int ranks = comm ? comm->size() : 1;
+  int rank = comm ? comm->rank() : 0;
+  int ranks = comm ? comm->size() : 1;
+  const int fail_rank = o.fail_rank >= 0 ? o.fail_rank : ranks - 1;
+  const bool survive = o.dp.redundancy == 1 && comm;
 
   const model::Dataset all = load_data(o, rank);
   const auto [train_set, test_set] = model::split(all, 0.15, o.seed);
@@ -149,7 +151,12 @@ int train(const TrainOptions& o) {
          sent_acc = 0;
   int lines_steps = 0;
   bool memory_printed = false;
-  for (int i = 0; i < steps_to_run; ++i) {
+  const int world_rank = rank;
+  // With --redundancy 1 the time a failure costs: from the failed step's start to the end of
+  // its redo.
+  std::chrono::steady_clock::time_point failed_step_start{};
+  bool failed = false;
+  for (int i = 0; i < steps_to_run;) {
     const uint64_t step = first_step + static_cast<uint64_t>(i);
     const auto rows = model::rank_share(
         model::global_batch(train_set.size(), o.batch, step, o.seed), rank, ranks);
@@ -158,15 +165,53 @@ int train(const TrainOptions& o) {
     const auto t0 = std::chrono::steady_clock::now();
     // d(sum of local losses)/dz * N / B: the average over ranks is the global batch mean.
     const float scale = static_cast<float>(ranks) / static_cast<float>(o.batch);
-    const model::BatchResult r = mlp.train_batch(dp, x.data(), y.data(),
-                                                 static_cast<int>(rows.size()), scale);
-    dp.step();
+    const bool dies_now = survive && world_rank == fail_rank && step + 1 == static_cast<uint64_t>(o.fail_at_step);
+    model::BatchResult r;
+    double metrics[3] = {0, 0, 0};
+    bool ok = true;
+    try {
+      r = mlp.train_batch(dp, x.data(), y.data(), static_cast<int>(rows.size()), scale, [&](int layer) {
+        if (dies_now && layer == mlp.num_layers() - 1) {
+          std::fflush(stdout);
+          ::raise(SIGKILL);  // while the first gradient buckets are being reduced
+        }
+      });
+      dp.step();
+      metrics[0] = r.loss_sum;
+      metrics[1] = static_cast<double>(r.correct);
+      metrics[2] = static_cast<double>(r.count);
+      if (comm) comm->allreduce(metrics, metrics, 3, DataType::f64, RedOp::sum);
+    } catch (const Error&) {
+      if (!survive) throw;
+      ok = false;
+    }
+    if (survive && !dp.commit(ok)) {
+      // Back at the last commit over the survivors: the step is done again, on a new share.
+      if (!failed) failed_step_start = t0;
+      failed = true;
+      comm = dp.communicator();
+      rank = dp.rank();
+      ranks = dp.world_size();
+      if (rank == 0) {
+        std::printf("step %llu failed; recovered in memory in %.3f s, going on with %d ranks\n",
+                    static_cast<unsigned long long>(step + 1), dp.last_recovery_seconds(), ranks);
+      }
+      continue;
+    }
+    ++i;
+    if (failed) {
+      const double lost = std::chrono::duration<double>(t0 - failed_step_start).count();
+      if (rank == 0) {
+        std::printf("time lost to the failure: %.3f s (the failed step, the recovery; step %llu redone "
+                    "on %d ranks; no disk read)\n",
+                    lost, static_cast<unsigned long long>(step + 1), ranks);
+      }
+      failed = false;
+    }
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double sent = static_cast<double>(bytes_sent() - sent0);
     sent_acc += sent;
     sent_total += sent;
-    double metrics[3] = {r.loss_sum, static_cast<double>(r.correct), static_cast<double>(r.count)};
-    if (comm) comm->allreduce(metrics, metrics, 3, DataType::f64, RedOp::sum);
     const dp::CommTiming ct = dp.last_step_comm();
     loss_acc += metrics[0];
     correct_acc += metrics[1];
@@ -179,7 +224,7 @@ int train(const TrainOptions& o) {
       print_memory(comm.get(), dp);
       memory_printed = true;
     }
-    if ((i + 1) % every == 0 || i + 1 == steps_to_run) {
+    if (i % every == 0 || i == steps_to_run) {
       if (rank == 0) {
         const double k = lines_steps;
         const std::string ratio =
@@ -203,8 +248,8 @@ int train(const TrainOptions& o) {
       if (rank == 0) std::printf("checkpoint of step %llu in %s\n", static_cast<unsigned long long>(step + 1),
                                  o.checkpoint_dir.c_str());
     }
-    if (o.fail_at_step > 0 && first_attempt && step + 1 == static_cast<uint64_t>(o.fail_at_step) &&
-        rank == ranks - 1) {
+    if (!survive && o.fail_at_step > 0 && first_attempt && step + 1 == static_cast<uint64_t>(o.fail_at_step) &&
+        rank == fail_rank) {
       std::fflush(stdout);
       ::raise(SIGKILL);  // a rank dying mid-run, for restart tests
     }

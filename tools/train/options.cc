@@ -70,8 +70,15 @@ TrainOptions parse_options(int argc, char** argv) {
   app.add_option("--checkpoint-every", o.checkpoint_every, "steps between elastic checkpoints")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--fail-at-step", o.fail_at_step,
-                 "fault injection: the last rank dies (SIGKILL) after this step, first attempt only")
+                 "fault injection: the last rank dies (SIGKILL) after this step, first attempt only; "
+                 "with --redundancy 1, --fail-rank dies during this step")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--fail-rank", o.fail_rank, "the rank --fail-at-step kills (default: the last)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--redundancy", o.dp.redundancy,
+                 "1: keep a copy of the ring successor's states in memory and survive a dead rank "
+                 "without a restart (0: none)")
+      ->check(CLI::Range(0, 1));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

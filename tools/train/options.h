@@ -35,6 +35,10 @@ struct TrainOptions {
   // Fault injection for restart tests: the last rank kills itself after this step, on the
   // first attempt only (HOOP_RESTART_COUNT unset or 0).
   int fail_at_step = 0;
+  // With --redundancy 1 the training survives it: --fail-rank (default: the last) dies
+  // (SIGKILL) during step --fail-at-step, while its gradients are being reduced, on every
+  // attempt; the others recover in memory and go on.
+  int fail_rank = -1;
 };
 
 // Parses argv; on --help or an error prints and exits.
