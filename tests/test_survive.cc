@@ -302,6 +302,106 @@ TEST_P(Survive, RankDyingDuringShrink) {
   expect_victim_killed(results, victim);
 }
 
+// The first `members` ranks form a communicator; the others join it through grow().
+std::shared_ptr<Communicator> member_comm(const RankContext& ctx, int members, const SurviveParam& p) {
+  InitParams ip = ctx.init_params();
+  ip.size = members;
+  return Communicator::create(ip, options(p));
+}
+
+std::shared_ptr<Communicator> join(const RankContext& ctx, const SurviveParam& p) {
+  JoinParams jp;
+  jp.store = ctx.store();
+  jp.job_id = ctx.job_id;
+  return Communicator::join(jp, options(p));
+}
+
+// Grow by two newcomers: everyone gets the same communicator of N + 2 ranks, the members in
+// their old places, and it computes exactly.
+TEST_P(Survive, GrowAddsNewcomersAfterTheMembers) {
+  const SurviveParam p = GetParam();
+  const int members = p.nranks;
+  auto results = run_ranks(members + 2, [&](RankContext& ctx) {
+    std::shared_ptr<Communicator> comm;
+    if (ctx.rank < members) {
+      auto mine = member_comm(ctx, members, p);
+      expect_exact_allreduce(*mine, 100);
+      comm = mine->grow(2);
+      EXPECT_EQ(comm->rank(), mine->rank());
+    } else {
+      comm = join(ctx, p);
+      EXPECT_GE(comm->rank(), members);
+    }
+    ASSERT_EQ(comm->size(), members + 2);
+    expect_exact_allreduce(*comm, 1 << 12);
+    std::vector<int> token(1, comm->rank() == 0 ? 42 : 0);
+    comm->broadcast(token.data(), token.data(), 1, DataType::i32, 0);
+    EXPECT_EQ(token[0], 42);
+  });
+  EXPECT_TRUE(all_ok(results));
+}
+
+// A member dies, the others shrink, and a replacement joins: the group is back to N.
+TEST_P(Survive, AReplacementJoinsAfterAShrink) {
+  const SurviveParam p = GetParam();
+  const int members = p.nranks;
+  const int victim = members - 1;
+  auto results = run_ranks(members + 1, [&](RankContext& ctx) {
+    auto store = ctx.store();
+    std::shared_ptr<Communicator> comm;
+    if (ctx.rank < members) {
+      auto first = member_comm(ctx, members, p);
+      expect_exact_allreduce(*first, 10);
+      if (ctx.rank == victim) die();
+      try {
+        expect_exact_allreduce(*first, 1000);
+        ADD_FAILURE() << "an allreduce with a dead member succeeded";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.failed_ranks(), std::vector<int>{victim}) << e.what();
+      }
+      auto survivors = first->shrink();
+      ASSERT_EQ(survivors->size(), members - 1);
+      if (survivors->rank() == 0) store->set("shrunk", std::vector<uint8_t>{});
+      comm = survivors->grow(1);
+    } else {
+      store->wait({"shrunk"});  // the replacement starts once the death is dealt with
+      comm = join(ctx, p);
+      EXPECT_EQ(comm->rank(), members - 1);
+    }
+    ASSERT_EQ(comm->size(), members);
+    expect_exact_allreduce(*comm, 4099);
+  });
+  for (const auto& r : results) {
+    if (r.rank == victim) {
+      EXPECT_EQ(r.signal, SIGKILL);
+    } else {
+      EXPECT_TRUE(r.ok()) << "rank " << r.rank << " exited " << r.exit_code;
+    }
+  }
+}
+
+// A grow whose newcomer never comes is a timeout naming the tickets, not a hang; the members'
+// communicator is still usable.
+TEST_P(Survive, GrowWithoutNewcomersTimesOut) {
+  const SurviveParam p = GetParam();
+  auto results = run_ranks(p.nranks, [&](RankContext& ctx) {
+    CommOptions o = options(p);
+    o.timeout = 1500ms;
+    auto comm = ctx.make_comm(o);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      comm->grow(1);
+      ADD_FAILURE() << "grow returned without a newcomer";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::timeout) << e.what();
+      EXPECT_NE(std::string(e.what()).find("did not all arrive"), std::string::npos) << e.what();
+    }
+    EXPECT_LT(seconds_since(start), 5.0);
+    expect_exact_allreduce(*comm, 17);
+  });
+  EXPECT_TRUE(all_ok(results));
+}
+
 std::vector<SurviveParam> survive_params() {
   std::vector<SurviveParam> out;
   for (const char* t : {"shm", "tcp"}) {

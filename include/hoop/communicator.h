@@ -110,6 +110,12 @@ struct InitParams {
 
 class Communicator;
 
+// What a process needs to join a running job (Communicator::join).
+struct JoinParams {
+  std::shared_ptr<Store> store;  // the job's store
+  std::string job_id;            // empty: the one the job agreed on in the store
+};
+
 // What Communicator::agree() decided.
 struct Agreement {
   bool value = false;             // every member that took part voted true
@@ -286,6 +292,13 @@ class HOOP_API Communicator {
   // every member that takes part gets the same answer, whoever dies meanwhile. A training step
   // commits when value is true and failed_ranks is empty.
   Agreement agree(bool value);
+  // Collective among the members: waits (within the timeout) for the next k processes that
+  // called join() on this job's store, and gives everyone a communicator of size() + k ranks:
+  // the members keep their ranks, the newcomers follow in the order they joined.
+  std::shared_ptr<Communicator> grow(int k);
+  // A new process joins a running job (the members call grow()): it takes the next ticket in
+  // the job's store and waits, within the timeout, for its place in the grown communicator.
+  static std::shared_ptr<Communicator> join(const JoinParams& params, CommOptions opts = {});
 
   void set_timeout(std::chrono::milliseconds t);
   std::chrono::milliseconds timeout() const;

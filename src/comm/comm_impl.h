@@ -101,6 +101,7 @@ class CommImpl {
   bool revoked() const { return revoked_flag_.load(); }
   std::shared_ptr<Communicator> shrink();
   Agreement agree(bool value);
+  std::shared_ptr<Communicator> grow(int k);  // comm_grow.cc
 
   void set_timeout(std::chrono::milliseconds t) { timeout_ms_.store(t.count()); }
   std::chrono::milliseconds timeout() const { return std::chrono::milliseconds(timeout_ms_.load()); }
@@ -198,6 +199,7 @@ class CommImpl {
   std::shared_ptr<RevokeWatch> revoke_watch_;
   uint64_t shrink_count_ = 0;  // shrinks and agreements so far: every live member counts alike
   uint64_t agree_count_ = 0;
+  uint64_t grow_count_ = 0;
 
   // Issue order.
   std::mutex mu_;

@@ -10,11 +10,14 @@
 #include "bootstrap/env_init.h"
 #include "bootstrap/host_id.h"
 #include "bootstrap/store_errors.h"
+#include "bootstrap/timed_store.h"
 #include "comm/bootstrap_ring.h"
+#include "comm/comm_grow.h"
 #include "comm/comm_access.h"
 #include "comm/comm_impl.h"
 #include "core/errors.h"
 #include "core/log.h"
+#include "tuner/cost_model.h"
 
 namespace hoop {
 
@@ -159,6 +162,45 @@ std::shared_ptr<Communicator> Communicator::create(const InitParams& params, Com
       std::make_unique<detail::CommImpl>(std::move(job), 0, params.rank, std::move(peers), opts));
   detail::CommAccess::impl(*comm).calibrate(*comm);
   return comm;
+}
+
+std::shared_ptr<Communicator> Communicator::join(const JoinParams& params, CommOptions opts) {
+  const ErrorContext ctx{-1, "join", 0, -1};
+  if (!params.store) throw_error(ErrorCode::invalid_argument, "JoinParams::store is null", ctx);
+  const auto limit = detail::comm_timeout(opts);
+  auto job = std::make_shared<detail::JobContext>();
+  job->store = params.store;
+  job->job_id = params.job_id.empty() ? params.store->get_string("hoop/job_id") : params.job_id;
+  job->listener = listener_for(job->job_id);
+  detail::PeerInfo me;
+  me.host_id = bootstrap::host_id();
+  me.machine_id = bootstrap::machine_id();
+  me.pid = static_cast<int>(::getpid());
+  me.tcp = job->listener->addresses();
+  const int64_t ticket = params.store->add(detail::kGrowTickets, 1);
+  params.store->set_string(detail::grow_newcomer_key(ticket), detail::encode_peer_info(me));
+  std::string placed;
+  try {
+    const std::string key = detail::grow_placed_key(ticket);
+    auto* timed = dynamic_cast<bootstrap::TimedStore*>(params.store.get());
+    const Bytes v = timed ? timed->get_within(key, limit) : params.store->get(key);
+    placed.assign(v.begin(), v.end());
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::timeout) throw;
+    throw_error(ErrorCode::timeout,
+                fmt::format("no communicator of job {} grew to take ticket {} within {:.3g} s", job->job_id,
+                            ticket, limit.count() / 1000.0),
+                ctx);
+  }
+  const detail::GrowPlacement p = detail::decode_placement(placed);
+  log::set_rank(p.rank);
+  if (!p.cost_model.empty()) job->cost_model = std::make_shared<const tuner::CostModel>(tuner::model_from_json(p.cost_model));
+  // The members' transport and timeout, unless this process asks for its own.
+  if (!opts.transport) opts.transport = p.transport;
+  if (!opts.timeout) opts.timeout = p.timeout;
+  HOOP_INFO("joined job {} as rank {} of {} (ticket {})", job->job_id, p.rank, p.peers.size(), ticket);
+  return std::make_shared<Communicator>(
+      std::make_unique<detail::CommImpl>(std::move(job), p.comm_id, p.rank, p.peers, opts));
 }
 
 std::shared_ptr<Communicator> Communicator::from_env(CommOptions opts) {
