@@ -173,6 +173,54 @@ std::vector<Case> cases() {
 
 INSTANTIATE_TEST_SUITE_P(Faults, DpSurvive, ::testing::ValuesIn(cases()), case_name);
 
+// A spare process joins once the survivors have recovered: the members take it in at their next
+// commit, the group is back to 4 ranks, and the parameters still match the fault-free run.
+TEST(DpSurviveGrow, AJoiningRankTakesAShardBack) {
+  for (int stage : {0, 1, 3}) {
+    auto results = run_ranks(kRanks + 1, [&](RankContext& ctx) {
+      CommOptions o;
+      o.timeout = 10s;
+      const DpRun run = run_of();
+      model::Mlp mlp(model::MlpConfig{run.dims, run.activation, run.seed});
+      auto store = ctx.store();
+      std::unique_ptr<dp::DataParallel> dp;
+      if (ctx.rank < kRanks) {
+        InitParams ip = ctx.init_params();
+        ip.size = kRanks;
+        dp = make_dp(Communicator::create(ip, o), config(stage), mlp);
+      } else {
+        store->wait({"recovered"});
+        JoinParams jp;
+        jp.store = store;
+        jp.job_id = ctx.job_id;
+        dp = std::make_unique<dp::DataParallel>(Communicator::join(jp, o), config(stage));
+        mlp.register_params(*dp);
+        dp->join_group();
+        EXPECT_EQ(dp->world_size(), kRanks);
+      }
+      std::vector<double> recoveries;
+      int last_size = dp->world_size();
+      train_surviving(*dp, mlp,
+                      [&](int step, Phase p) {
+                        if (dp->world_size() < last_size && dp->rank() == 0) store->set("recovered", std::vector<uint8_t>{});
+                        last_size = dp->world_size();
+                        return ctx.rank == 1 && step == kFailAt && p == Phase::gradient_reduce;
+                      },
+                      &recoveries);
+      EXPECT_EQ(dp->world_size(), kRanks) << "stage " << stage;
+      const auto got = all_params(*dp);
+      EXPECT_LE(max_relative_diff(got, reference_params()), 1e-5) << "stage " << stage << ", rank " << ctx.rank;
+    });
+    for (const auto& r : results) {
+      if (r.rank == 1) {
+        EXPECT_EQ(r.signal, SIGKILL);
+      } else {
+        EXPECT_TRUE(r.ok()) << "stage " << stage << ": rank " << r.rank << " exited " << r.exit_code;
+      }
+    }
+  }
+}
+
 // Ranks 1 and 2 die together: rank 1 held the copy of rank 2's shard. The survivors get an
 // error naming the lost shard and both ranks.
 TEST(DpSurviveTwoNeighbours, LosingBothCopiesOfAShardIsAClearError) {

@@ -1,7 +1,8 @@
 // Surviving a dead rank end to end: hoop-run --survive starts 4 ranks of hoop-train
 // --redundancy 1, one of which kills itself (SIGKILL) during step 8; the other three recover
 // in memory, redo the step on 3 ranks and finish, with the same test accuracy as a run where
-// nobody died (the same global batches, summed in another order), and hoop-run succeeds.
+// nobody died (the same global batches, summed in another order), and hoop-run succeeds. With
+// --elastic the dead rank is started again and the group returns to 4 ranks.
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -54,6 +55,20 @@ TEST(SurviveTrain, ADeadRankIsSurvivedInMemoryAndTheRunEndsOnTheOthers) {
     ASSERT_FALSE(want.empty()) << clean.out;
     EXPECT_EQ(got, want) << transport << ": the run that lost a rank ends elsewhere\n" << faulty.out;
   }
+}
+
+// hoop-run --elastic starts the dead rank again; it joins the three survivors at their next
+// commit, takes a shard back, and the run ends on 4 ranks where a clean run ends.
+TEST(SurviveTrain, AReplacedRankJoinsAndTheGroupReturnsToFourRanks) {
+  const ToolResult clean = train({}, {});
+  ASSERT_EQ(clean.exit_code, 0) << clean.out << clean.err;
+  const ToolResult elastic = train({"--elastic"}, {"--fail-at-step", "8", "--fail-rank", "2"});
+  ASSERT_EQ(elastic.exit_code, 0) << elastic.out << elastic.err;
+  EXPECT_NE(elastic.err.find("joins them in its place (--elastic)"), std::string::npos) << elastic.err;
+  EXPECT_NE(elastic.out.find("going on with 3 ranks"), std::string::npos) << elastic.out;
+  EXPECT_NE(elastic.out.find("1 rank(s) joined, training goes on with 4 ranks"), std::string::npos) << elastic.out;
+  EXPECT_NE(elastic.out.find("after 16 steps"), std::string::npos) << elastic.out;
+  EXPECT_EQ(final_line(elastic.out), final_line(clean.out)) << elastic.out;
 }
 
 }  // namespace

@@ -299,6 +299,8 @@ class HOOP_API Communicator {
   // A new process joins a running job (the members call grow()): it takes the next ticket in
   // the job's store and waits, within the timeout, for its place in the grown communicator.
   static std::shared_ptr<Communicator> join(const JoinParams& params, CommOptions opts = {});
+  // Processes that called join() and wait for a grow (not collective: asks the store).
+  int64_t waiting_newcomers();
 
   void set_timeout(std::chrono::milliseconds t);
   std::chrono::milliseconds timeout() const;

@@ -263,6 +263,12 @@ class HOOP_API DataParallel {
   // shard are gone: Error{peer_failure} names the shard and the ranks. A communication hook's
   // state restarts on the survivors.
   bool commit(bool ok);
+  // A process that joined a running job (Communicator::join; hoop-run --elastic starts one in
+  // place of a dead rank): registers the model as the members did, then calls this instead of
+  // finalize(). The members admit it at their next commit (commit() grows the communicator when
+  // newcomers wait) and re-shard over the larger group; it gets its shard and the step count
+  // from them, no disk read.
+  void join_group();
   // The communicator in use (the survivors' one after a recovery).
   std::shared_ptr<Communicator> communicator() const;
   // Seconds the last recovery took, from the agreement that failed to the restored states.
@@ -289,8 +295,9 @@ class HOOP_API DataParallel {
   uint64_t bytes_sent() const;
 
  private:
-  // The recovery half of commit(): collective on the survivors' communicator.
-  void recover(std::shared_ptr<Communicator> survivors);
+  // The recovery half of commit(), and join_group(): collective on the new communicator (the
+  // survivors', or the grown one), whose members bring the last commit's states.
+  void recover(std::shared_ptr<Communicator> next);
   std::unique_ptr<detail::DataParallelImpl> impl_;
 };
 

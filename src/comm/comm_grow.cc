@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "bootstrap/store_values.h"
@@ -45,6 +47,11 @@ GrowPlacement decode_placement(const std::string& text) {
   } catch (const nlohmann::json::exception& e) {
     throw_error(ErrorCode::protocol, fmt::format("malformed grow placement: {}", e.what()), ErrorContext{.op = "join"});
   }
+}
+
+int64_t CommImpl::waiting_newcomers() {
+  Store& store = *job_->store;
+  return std::max<int64_t>(0, store.add(kGrowTickets, 0) - store.add(kGrowTaken, 0));
 }
 
 std::shared_ptr<Communicator> CommImpl::grow(int k) {

@@ -102,6 +102,7 @@ class CommImpl {
   std::shared_ptr<Communicator> shrink();
   Agreement agree(bool value);
   std::shared_ptr<Communicator> grow(int k);  // comm_grow.cc
+  int64_t waiting_newcomers();
 
   void set_timeout(std::chrono::milliseconds t) { timeout_ms_.store(t.count()); }
   std::chrono::milliseconds timeout() const { return std::chrono::milliseconds(timeout_ms_.load()); }

@@ -311,6 +311,7 @@ bool Communicator::revoked() const { return impl_->revoked(); }
 std::shared_ptr<Communicator> Communicator::shrink() { return impl_->shrink(); }
 Agreement Communicator::agree(bool value) { return impl_->agree(value); }
 std::shared_ptr<Communicator> Communicator::grow(int k) { return impl_->grow(k); }
+int64_t Communicator::waiting_newcomers() { return impl_->waiting_newcomers(); }
 void Communicator::set_timeout(std::chrono::milliseconds t) { impl_->set_timeout(t); }
 std::chrono::milliseconds Communicator::timeout() const { return impl_->timeout(); }
 CommStats Communicator::stats() const { return impl_->stats(); }

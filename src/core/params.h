@@ -87,6 +87,7 @@ enum class Id : uint8_t {
   store_addr,
   job_id,
   restart_count,
+  join,
   count_  // not a variable
 };
 

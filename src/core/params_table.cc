@@ -110,6 +110,9 @@ constexpr std::array<Param, static_cast<size_t>(Id::count_)> kParams = {{
     {.id = Id::restart_count, .name = "HOOP_RESTART_COUNT", .kind = K::integer, .fallback = "0",
      .doc = "how often hoop-run has restarted the job (`--max-restarts`)", .min = 0,
      .max = kBillion, .launcher = true},
+    {.id = Id::join, .name = "HOOP_JOIN", .kind = K::integer, .fallback = "0",
+     .doc = "1: this rank replaces a dead one (`hoop-run --elastic`) and joins the running group "
+            "(Communicator::join) instead of starting a new one", .min = 0, .max = 1, .launcher = true},
 }};
 
 // The rows are in the order of Id, so that param(id) is an index.

@@ -93,6 +93,15 @@ bool DataParallel::commit(bool ok) {
   const Agreement a = comm->agree(ok);
   if (a.value && a.failed_ranks.empty()) {
     d.promote_commit();
+    // Newcomers waiting to join (a replaced rank): rank 0 counts them, the members grow.
+    int64_t waiting = d.rank_ == 0 ? comm->waiting_newcomers() : 0;
+    comm->broadcast(&waiting, &waiting, 1, DataType::i64, 0);
+    if (waiting > 0) {
+      const int old_n = d.nranks_;
+      recover(comm->grow(static_cast<int>(waiting)));  // replaces impl_
+      HOOP_WARN("rank {}: {} rank(s) joined after step {}: {} ranks, from {}", impl_->rank_, waiting,
+                impl_->committed_step_, impl_->nranks_, old_n);
+    }
     return true;
   }
   const int old_rank = d.rank_;
@@ -103,28 +112,41 @@ bool DataParallel::commit(bool ok) {
   return false;
 }
 
-void DataParallel::recover(std::shared_ptr<Communicator> survivors) {
+void DataParallel::recover(std::shared_ptr<Communicator> next) {
   detail::DataParallelImpl& old = *impl_;
-  const int n_old = old.nranks_;
-  const ErrorContext ctx{old.rank_, "dp.recover", 0, -1};
+  // A newcomer (join()) holds no image and no old rank: it takes part with -1s.
+  const bool newcomer = !old.finalized_;
+  const int64_t mine[3] = {newcomer ? -1 : old.rank_, newcomer ? -1 : static_cast<int64_t>(old.committed_step_),
+                           newcomer ? -1 : old.nranks_};
+  const ErrorContext ctx{next->rank(), "dp.recover", 0, -1};
 
-  // Who is left, under their old numbers, and at which commit.
-  const int64_t mine[2] = {old.rank_, static_cast<int64_t>(old.committed_step_)};
-  std::vector<int64_t> all(2 * static_cast<size_t>(survivors->size()));
-  survivors->allgather(mine, all.data(), 2, DataType::i64);
-  std::vector<bool> alive(static_cast<size_t>(n_old), false);
-  for (int q = 0; q < survivors->size(); ++q) {
-    alive[static_cast<size_t>(all[2 * static_cast<size_t>(q)])] = true;
-    if (static_cast<uint64_t>(all[2 * static_cast<size_t>(q) + 1]) != old.committed_step_) {
+  // Who brings which old rank's states, and at which commit.
+  std::vector<int64_t> all(3 * static_cast<size_t>(next->size()));
+  next->allgather(mine, all.data(), 3, DataType::i64);
+  const auto field = [&](int q, int f) { return all[3 * static_cast<size_t>(q) + static_cast<size_t>(f)]; };
+  int64_t n_old = -1, step = -1;
+  for (int q = 0; q < next->size(); ++q) {
+    if (field(q, 0) < 0) continue;
+    if (n_old < 0) {
+      n_old = field(q, 2);
+      step = field(q, 1);
+    }
+    if (field(q, 1) != step || field(q, 2) != n_old) {
       throw_error(ErrorCode::internal,
-                  fmt::format("survivors disagree on the last commit (step {} here, {} on old rank {})",
-                              old.committed_step_, all[2 * static_cast<size_t>(q) + 1], all[2 * static_cast<size_t>(q)]),
+                  fmt::format("the members disagree on the last commit (step {} of {} ranks, and step {} of {} "
+                              "ranks on old rank {})",
+                              step, n_old, field(q, 1), field(q, 2), field(q, 0)),
                   ctx);
     }
   }
+  HOOP_CHECK_ARG(n_old > 0, ctx, "no member of the communicator holds the model's states");
+  std::vector<bool> alive(static_cast<size_t>(n_old), false);
+  for (int q = 0; q < next->size(); ++q) {
+    if (field(q, 0) >= 0) alive[static_cast<size_t>(field(q, 0))] = true;
+  }
   const std::vector<int> dead = ranks_of(alive, false);
   for (int d : dead) {
-    const int holder = (d + n_old - 1) % n_old;
+    const int holder = static_cast<int>((d + n_old - 1) % n_old);
     if (!alive[static_cast<size_t>(holder)] || holder == d) {
       throw_error(ErrorCode::peer_failure,
                   fmt::format("the shard of rank {} is lost: ranks {} and {} (which held its copy) both failed "
@@ -135,12 +157,14 @@ void DataParallel::recover(std::shared_ptr<Communicator> survivors) {
   }
 
   // Every old rank's image, from its owner or from the copy its predecessor holds.
-  const ImageLayout shape = old.image_layout(n_old);
-  std::vector<size_t> counts(static_cast<size_t>(survivors->size()), 0), displs(counts.size(), 0);
+  const int old_n = static_cast<int>(n_old);
+  const ImageLayout shape = old.image_layout(old_n);
+  std::vector<size_t> counts(static_cast<size_t>(next->size()), 0), displs(counts.size(), 0);
   std::vector<int> order;  // old ranks, in the order their images arrive
-  for (int q = 0; q < survivors->size(); ++q) {
-    const int r = static_cast<int>(all[2 * static_cast<size_t>(q)]);
-    const int successor = (r + 1) % n_old;
+  for (int q = 0; q < next->size(); ++q) {
+    if (field(q, 0) < 0) continue;
+    const int r = static_cast<int>(field(q, 0));
+    const int successor = (r + 1) % old_n;
     counts[static_cast<size_t>(q)] = shape.elements(r);
     order.push_back(r);
     if (!alive[static_cast<size_t>(successor)]) {
@@ -153,15 +177,18 @@ void DataParallel::recover(std::shared_ptr<Communicator> survivors) {
     displs[q] = total;
     total += counts[q];
   }
-  std::vector<float> send(old.committed_own_.as<float>(), old.committed_own_.as<float>() + shape.elements(old.rank_));
-  const int my_successor = (old.rank_ + 1) % n_old;
-  if (!alive[static_cast<size_t>(my_successor)]) {
-    const float* copy = old.committed_successor_.as<float>();
-    send.insert(send.end(), copy, copy + shape.elements(my_successor));
+  std::vector<float> send;
+  if (!newcomer) {
+    send.assign(old.committed_own_.as<float>(), old.committed_own_.as<float>() + shape.elements(old.rank_));
+    const int my_successor = (old.rank_ + 1) % old_n;
+    if (!alive[static_cast<size_t>(my_successor)]) {
+      const float* copy = old.committed_successor_.as<float>();
+      send.insert(send.end(), copy, copy + shape.elements(my_successor));
+    }
   }
   std::vector<float> gathered(total);
-  survivors->allgatherv(send.data(), gathered.data(), counts, displs, DataType::f32);
-  std::vector<std::vector<float>> images(static_cast<size_t>(n_old));
+  next->allgatherv(send.data(), gathered.data(), counts, displs, DataType::f32);
+  std::vector<std::vector<float>> images(static_cast<size_t>(old_n));
   size_t at = 0;
   for (int r : order) {
     const size_t e = shape.elements(r);
@@ -171,8 +198,8 @@ void DataParallel::recover(std::shared_ptr<Communicator> survivors) {
   }
   MemoryStateSource source(shape, std::move(images));
 
-  // The same model over the survivors, loaded from the images.
-  auto fresh = std::make_unique<detail::DataParallelImpl>(survivors, old.cfg_);
+  // The same model over the new communicator, loaded from the images.
+  auto fresh = std::make_unique<detail::DataParallelImpl>(next, old.cfg_);
   if (old.hook_ && old.cfg_.compress == "none") fresh->register_comm_hook(old.hook_);
   std::vector<float> full;
   for (size_t t = 0; t < old.layout_.tensors.size(); ++t) {
@@ -183,12 +210,20 @@ void DataParallel::recover(std::shared_ptr<Communicator> survivors) {
   }
   fresh->finalize();
   fresh->load_states(source);
-  fresh->steps_ = old.committed_step_;
+  fresh->steps_ = static_cast<uint64_t>(step);
   fresh->prepare_commit();
   fresh->promote_commit();
-  HOOP_INFO("rank {} -> {}: restored step {} over {} ranks (dead: {})", old.rank_, fresh->rank_,
-            fresh->committed_step_, fresh->nranks_, fmt::join(dead, ", "));
+  HOOP_INFO("rank {}: restored step {} of {} ranks over {} ranks (dead: {})", fresh->rank_, step, old_n,
+            fresh->nranks_, fmt::join(dead, ", "));
   impl_ = std::move(fresh);
+}
+
+void DataParallel::join_group() {
+  const ErrorContext ctx{impl_->rank_, "dp.join_group", 0, -1};
+  HOOP_CHECK_ARG(!impl_->finalized_, ctx, "join_group() instead of finalize(), not after it");
+  HOOP_CHECK_ARG(impl_->cfg_.redundancy == 1 && impl_->comm_, ctx,
+                 "join_group() needs a communicator from Communicator::join and DpConfig::redundancy = 1");
+  recover(impl_->comm_);
 }
 
 std::shared_ptr<Communicator> DataParallel::communicator() const { return impl_->comm_; }

@@ -199,6 +199,7 @@ AttemptResult run_attempt(const RunOptions& opts, SignalChannel& signals, const 
   config.grace_seconds = opts.grace_seconds;
   config.timeout_seconds = opts.timeout_seconds;
   config.survive = opts.survive;
+  config.elastic = opts.elastic;
   Supervisor supervisor(config, signals);
   AttemptResult result;
   result.exit_code = supervisor.run([&](int rank) {

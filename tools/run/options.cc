@@ -97,6 +97,9 @@ ParsedCommandLine parse_run_options(int argc, char** argv) {
   app.add_flag("--survive", opts.survive,
                "a failed rank does not stop the others, which go on without it (hoop-train "
                "--redundancy 1); the job succeeds when every other rank ends with 0");
+  app.add_flag("--elastic", opts.elastic,
+               "as --survive, and a failed rank is started again (once per rank) with HOOP_JOIN=1 to "
+               "join the running group, which takes it back in (hoop-train --redundancy 1)");
   app.add_option("--bind-to", opts.bind_to,
                  "pin each rank started here to one CPU: auto (when the ranks fit in hoop-run's "
                  "CPUs), core (always, round-robin), none")

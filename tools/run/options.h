@@ -26,6 +26,9 @@ struct RunOptions {
   // --survive: a failed rank does not stop the others (they recover in memory: hoop-train
   // --redundancy 1); the job succeeds when every rank still running ends with 0.
   bool survive = false;
+  // --elastic: as --survive, and a failed rank is started again (once per rank) with
+  // HOOP_JOIN=1, to join the running group (hoop-train --redundancy 1 takes it back in).
+  bool elastic = false;
   HostOptions hosts;             // --hosts / --hostfile: ranks on several hosts
   // --bind-to: "auto" pins the ranks started on this machine one per CPU when they fit in
   // hoop-run's CPUs (as Open MPI binds to cores by default), "core" pins them round-robin

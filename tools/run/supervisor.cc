@@ -50,6 +50,8 @@ Supervisor::~Supervisor() {
 
 int Supervisor::run(const std::function<LaunchSpec(int rank)>& launch_spec) {
   if (config_.timeout_seconds > 0) timeout_at_ = Clock::now() + from_seconds(config_.timeout_seconds);
+  launch_spec_ = launch_spec;
+  replaced_.assign(static_cast<size_t>(config_.nranks), false);
   start_ranks(launch_spec);
 
   for (;;) {
@@ -66,7 +68,7 @@ int Supervisor::run(const std::function<LaunchSpec(int rank)>& launch_spec) {
   }
   if (consequences_reported_) say("the job failed: " + cause_text_);
   if (!survived_.empty() && cause_ == Cause::none) {
-    say(fmt::format("the job finished without {} rank(s) that failed on the way: {}", survived_.size(),
+    say(fmt::format("the job finished; {} rank(s) failed on the way: {}", survived_.size(),
                     fmt::join(survived_, "; ")));
   }
   return exit_code_;
@@ -193,8 +195,23 @@ void Supervisor::on_rank_exit(Rank& rank) {
     consequences_reported_ = true;
     return;
   }
-  if (config_.survive && cause_ == Cause::none && any_running()) {
+  if ((config_.survive || config_.elastic) && cause_ == Cause::none && any_running()) {
     // The others recover without it; whether they manage to is their own exit status.
+    const int r = rank.process->rank();
+    if (config_.elastic && !replaced_[static_cast<size_t>(r)]) {
+      replaced_[static_cast<size_t>(r)] = true;
+      LaunchSpec spec = launch_spec_(r);
+      spec.env.push_back("HOOP_JOIN=1");
+      try {
+        rank.process = std::make_unique<RankProcess>(r, spec);
+        say(fmt::format("{}; the other ranks go on, and a new process (pid {}) joins them in its place (--elastic)",
+                        what, rank.process->pid()));
+        survived_.push_back(what + ", replaced");
+        return;
+      } catch (const Error& e) {
+        say(fmt::format("{}; starting its replacement failed: {}", what, e.detail()));
+      }
+    }
     say(what + "; the other ranks go on without it (--survive)");
     survived_.push_back(what);
     return;

@@ -21,6 +21,7 @@ struct SupervisorConfig {
   double grace_seconds = 3.0;
   double timeout_seconds = 0.0;  // 0: none
   bool survive = false;          // a failed rank does not stop the others
+  bool elastic = false;          // and is started again once, with HOOP_JOIN=1
 };
 
 class Supervisor {
@@ -78,6 +79,8 @@ class Supervisor {
   bool cause_is_signal_ = false;        // the cause rank was killed by a signal
   std::optional<TimePoint> drain_until_;  // output of descendants that outlive their rank
   std::vector<std::string> survived_;     // --survive: the ranks that failed while the others went on
+  std::function<LaunchSpec(int rank)> launch_spec_;
+  std::vector<bool> replaced_;            // --elastic: ranks started again already
 };
 
 }  // namespace hoop::run

@@ -15,6 +15,7 @@
 #include <exception>
 #include <vector>
 
+#include "bootstrap/env_init.h"
 #include "core/params.h"
 #include "hoop/communicator.h"
 #include "hoop/dp.h"
@@ -91,7 +92,17 @@ void print_memory(Communicator* comm, const dp::DataParallel& dp) {
 
 int train(const TrainOptions& o) {
   std::shared_ptr<Communicator> comm;
-  if (launched_by_a_launcher()) comm = Communicator::from_env();
+  // A rank started in place of a dead one (hoop-run --elastic) joins the running group.
+  const bool joining = o.dp.redundancy == 1 && params::integer(params::Id::join) == 1;
+  if (joining) {
+    const bootstrap::EnvInit e = bootstrap::read_init_env();
+    JoinParams jp;
+    jp.store = connect_tcp_store(e.store_host, e.store_port);
+    jp.job_id = e.job_id;
+    comm = Communicator::join(jp);
+  } else if (launched_by_a_launcher()) {
+    comm = Communicator::from_env();
+  }
   int rank = comm ? comm->rank() : 0;
   int ranks = comm ? comm->size() : 1;
   const int fail_rank = o.fail_rank >= 0 ? o.fail_rank : ranks - 1;
@@ -106,7 +117,13 @@ int train(const TrainOptions& o) {
 
   dp::DataParallel dp(comm, o.dp);
   mlp.register_params(dp);
-  dp.finalize();
+  if (joining) {
+    dp.join_group();  // the members' states, re-sharded over the grown group
+    rank = dp.rank();
+    ranks = dp.world_size();
+  } else {
+    dp.finalize();
+  }
   std::string load_dir = o.load_dir;
   if (!o.checkpoint_dir.empty()) {
     if (auto latest = elastic::latest_checkpoint(o.checkpoint_dir)) load_dir = *latest;
@@ -114,12 +131,12 @@ int train(const TrainOptions& o) {
   if (!load_dir.empty()) dp.load(load_dir);
   const uint64_t first_step = dp.steps_done();
   // With a checkpoint directory --steps counts every step of the run, across restarts.
-  const int steps_to_run = o.checkpoint_dir.empty()
+  const int steps_to_run = o.checkpoint_dir.empty() && !joining
                                ? o.steps
                                : std::max(0, o.steps - static_cast<int>(first_step));
   const bool first_attempt = params::integer(params::Id::restart_count) == 0;
 
-  if (rank == 0) {
+  if (rank == 0 && !joining) {
     std::string shape;
     for (size_t i = 0; i < dims.size(); ++i) shape += (i ? "-" : "") + std::to_string(dims[i]);
     std::printf("hoop-train: ZeRO stage %d%s on %d rank(s), %s, MLP %s (%zu parameters), %s, "
@@ -150,7 +167,7 @@ int train(const TrainOptions& o) {
   double loss_acc = 0, correct_acc = 0, count_acc = 0, time_acc = 0, comm_acc = 0, hidden_acc = 0,
          sent_acc = 0;
   int lines_steps = 0;
-  bool memory_printed = false;
+  bool memory_printed = joining;  // the members printed theirs before this rank came
   const int world_rank = rank;
   // With --redundancy 1 the time a failure costs: from the failed step's start to the end of
   // its redo.
@@ -207,6 +224,16 @@ int train(const TrainOptions& o) {
                     lost, static_cast<unsigned long long>(step + 1), ranks);
       }
       failed = false;
+    }
+    if (survive && dp.world_size() != ranks) {
+      // Newcomers were taken in at this commit (a replaced rank): the next step is theirs too.
+      comm = dp.communicator();
+      rank = dp.rank();
+      if (rank == 0) {
+        std::printf("after step %llu: %d rank(s) joined, training goes on with %d ranks\n",
+                    static_cast<unsigned long long>(step + 1), dp.world_size() - ranks, dp.world_size());
+      }
+      ranks = dp.world_size();
     }
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double sent = static_cast<double>(bytes_sent() - sent0);
