@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <bit>
+#include <algorithm>
 #include <map>
 
 #include "schedule/schedule.h"
@@ -11,8 +11,17 @@ namespace hoop::tuner {
 
 namespace {
 
-// Chunks of the shorter pipelines: deeper than any tree's offsets (about 2 log2 N).
-size_t short_chunks(int nranks) { return 4 * static_cast<size_t>(std::bit_width(static_cast<unsigned>(nranks))) + 8; }
+// Chunks of the shorter pipelines: more than the pipeline is deep, so that both have steps
+// where every offset of the tree is busy (the steady state) and the whole fill and drain. The
+// depth is read off the schedule: a call of one chunk per half takes as many steps as chunk 0
+// needs to cross the tree (both ways for AllReduce).
+size_t short_chunks(const std::string& name, const schedule::CollectiveDesc& d) {
+  schedule::CollectiveDesc one = d;
+  one.count = 2;
+  size_t depth = 0;
+  for (int r : {0, d.root}) depth = std::max(depth, schedule::build(name, one, r).steps.size());
+  return depth + 2;
+}
 
 size_t chunks_of(size_t elements) {
   return (elements + schedule::kTreeChunkElements - 1) / schedule::kTreeChunkElements;
@@ -51,7 +60,9 @@ std::optional<Prediction> long_pipeline(const std::string& name, const schedule:
                                         const LinkView& links, const CostModel& model, Walk walk) {
   if (name != "tree" || (d.op != OpType::allreduce && d.op != OpType::reduce) || d.nranks < 2) return std::nullopt;
   const size_t half = schedule::Chunking{d.count, 2}.size(0);  // the larger half
-  const size_t k = chunks_of(half), k1 = short_chunks(d.nranks);
+  const size_t k = chunks_of(half);
+  if (k <= 2) return std::nullopt;  // no pipeline to speak of (and no shorter call to price)
+  const size_t k1 = short_chunks(name, d);
   if (k <= 2 * k1) return std::nullopt;
   const size_t chunk = half / k;  // the real chunks hold this many elements or one more
   if (chunks_of(k1 * chunk) != k1 || chunks_of(2 * k1 * chunk) != 2 * k1) return std::nullopt;

@@ -58,6 +58,13 @@ uint64_t conn_key(int peer, int channel, bool out) {
          (static_cast<uint64_t>(static_cast<uint32_t>(channel)) << 1) | (out ? 1u : 0u);
 }
 
+// The ordinal-th send to `peer` on `channel`: ranks below 2^21, channels below 2^10 (conn_key
+// leaves no room for the ordinal beyond 256 ranks).
+uint64_t send_key(int peer, int channel, uint32_t ordinal) {
+  return static_cast<uint64_t>(static_cast<uint32_t>(peer)) | (static_cast<uint64_t>(static_cast<uint32_t>(channel)) << 21) |
+         (static_cast<uint64_t>(ordinal) << 31);
+}
+
 struct RankInfo {
   RankSchedule sched;
   std::vector<StepProfile> steps;
@@ -210,7 +217,7 @@ class Evaluator {
       RankInfo& pi = info(a.peer);
       if (!pi.forwards) continue;
       index_sends(pi);
-      auto it = pi.send_index.find(conn_key(r, a.channel, true) ^ (static_cast<uint64_t>(ord) << 40));
+      auto it = pi.send_index.find(send_key(r, a.channel, ord));
       if (it == pi.send_index.end()) continue;
       const auto [pk, pa] = it->second;
       const Action& send = pi.sched.steps[static_cast<size_t>(pk)].actions[static_cast<size_t>(pa)];
@@ -232,8 +239,7 @@ class Evaluator {
       const auto& actions = ri.sched.steps[k].actions;
       for (size_t i = 0; i < actions.size(); ++i) {
         if (actions[i].kind != ActionKind::send) continue;
-        const uint64_t key = conn_key(actions[i].peer, actions[i].channel, true) ^
-                             (static_cast<uint64_t>(ri.ordinal[k][i]) << 40);
+        const uint64_t key = send_key(actions[i].peer, actions[i].channel, ri.ordinal[k][i]);
         ri.send_index.emplace(key, std::make_pair(static_cast<int>(k), static_cast<int>(i)));
       }
     }
