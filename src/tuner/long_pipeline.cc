@@ -48,7 +48,7 @@ const ShortPair& short_pair(const std::string& name, const schedule::CollectiveD
   p.hosts = hosts;
   schedule::CollectiveDesc da = d, db = d;
   da.count = 2 * k1 * chunk;
-  db.count = 2 * (2 * k1) * chunk;
+  db.count = 2 * (k1 + 1) * chunk;
   p.a = predict(name, da, elem, links, model, walk);
   p.b = predict(name, db, elem, links, model, walk);
   return cache[key] = std::move(p);
@@ -63,15 +63,15 @@ std::optional<Prediction> long_pipeline(const std::string& name, const schedule:
   const size_t k = chunks_of(half);
   if (k <= 2) return std::nullopt;  // no pipeline to speak of (and no shorter call to price)
   const size_t k1 = short_chunks(name, d);
-  if (k <= 2 * k1) return std::nullopt;
+  if (k <= k1 + 1) return std::nullopt;
   const size_t chunk = half / k;  // the real chunks hold this many elements or one more
-  if (chunks_of(k1 * chunk) != k1 || chunks_of(2 * k1 * chunk) != 2 * k1) return std::nullopt;
+  if (chunks_of(k1 * chunk) != k1 || chunks_of((k1 + 1) * chunk) != k1 + 1) return std::nullopt;
   const ShortPair& pair = short_pair(name, d, chunk, k1, elem, links, model, walk);
   const Prediction &a = pair.a, &b = pair.b;
   if (!a.applicable || !b.applicable || a.rank_seconds.size() != b.rank_seconds.size()) return std::nullopt;
-  // Per chunk beyond K1: the mean over K1 more chunks (the steps' prices repeat with a period
-  // of a few chunks, not one).
-  const double more = static_cast<double>(k - k1) / static_cast<double>(k1);
+  // Per chunk beyond K1: what one more chunk adds (the short pipelines' chunks are all alike,
+  // and both are in the steady state).
+  const double more = static_cast<double>(k - k1);
   auto carry = [more](double at_k1, double at_2k1) { return at_k1 + more * (at_2k1 - at_k1); };
   auto carry_u = [&](uint64_t x, uint64_t y) {
     return static_cast<uint64_t>(carry(static_cast<double>(x), static_cast<double>(y)));

@@ -71,8 +71,8 @@ struct RankInfo {
   // ordinal[k][i]: action i of step k is the ordinal-th transfer on its connection and direction.
   std::vector<std::vector<uint32_t>> ordinal;
   bool forwards = false;  // has a send with `after`
-  // (peer, channel, ordinal) of each send -> (step, action); built on first use.
-  std::unordered_map<uint64_t, std::pair<int, int>> send_index;
+  // (send_key of each send, (step, action)), sorted by key; built on first use.
+  std::vector<std::pair<uint64_t, std::pair<int, int>>> send_index;
   bool indexed = false;
   std::vector<double> lag;  // memo, -1 unknown
 };
@@ -81,10 +81,15 @@ class Evaluator {
  public:
   Evaluator(int nranks, std::function<RankSchedule(int)> build, size_t elem, const LinkView& links,
             const CostModel& model)
-      : n_(nranks), build_(std::move(build)), elem_(static_cast<double>(elem)), links_(links), m_(model) {}
+      : n_(nranks),
+        build_(std::move(build)),
+        elem_(static_cast<double>(elem)),
+        links_(links),
+        m_(model),
+        ranks_(static_cast<size_t>(nranks)) {}
 
   RankInfo& info(int r) {
-    auto& slot = ranks_[r];
+    auto& slot = ranks_.at(static_cast<size_t>(r));
     if (!slot) {
       slot = std::make_unique<RankInfo>();
       slot->sched = build_(r);
@@ -98,6 +103,7 @@ class Evaluator {
   void set_host_members(std::map<int, std::vector<int>> members, std::map<int, double> scale) {
     host_members_ = std::move(members);
     host_scale_ = std::move(scale);
+    host_tcp_.clear();
   }
 
   bool relay_analysis = false;
@@ -138,8 +144,9 @@ class Evaluator {
   }
 
   void profile(int r, RankInfo& ri) {
-    std::unordered_map<uint64_t, uint32_t> counter;
-    std::unordered_map<uint64_t, size_t> conn_index;
+    auto& counter = counter_;
+    auto& conn_index = conn_index_;
+    counter.clear();
     ri.steps.resize(ri.sched.steps.size());
     ri.ordinal.resize(ri.sched.steps.size());
     ri.lag.assign(ri.sched.steps.size(), -1);
@@ -172,7 +179,8 @@ class Evaluator {
     }
   }
 
-  // Bytes the host of `r` moves over tcp in step k (both directions), scaled to the whole host.
+  // Bytes the host of `r` moves over tcp in step k (both directions), scaled to the whole host:
+  // summed once per host for all its steps, the same for each of its ranks.
   std::pair<double, double> host_tcp(int r, int k) {
     const int h = links_.host_of(r);
     auto it = host_members_.find(h);
@@ -180,16 +188,24 @@ class Evaluator {
       const auto& s = info(r).steps[static_cast<size_t>(k)];
       return {s.tcp_out, s.tcp_in};
     }
-    double out = 0, in = 0;
-    for (int mate : it->second) {
-      const auto& steps = info(mate).steps;
-      if (static_cast<size_t>(k) < steps.size()) {
-        out += steps[static_cast<size_t>(k)].tcp_out;
-        in += steps[static_cast<size_t>(k)].tcp_in;
+    auto [memo, fresh] = host_tcp_.try_emplace(h);
+    auto& per_step = memo->second;
+    if (fresh) {
+      for (int mate : it->second) per_step.resize(std::max(per_step.size(), info(mate).steps.size()));
+      for (size_t step = 0; step < per_step.size(); ++step) {
+        double out = 0, in = 0;
+        for (int mate : it->second) {
+          const auto& steps = info(mate).steps;
+          if (step < steps.size()) {
+            out += steps[step].tcp_out;
+            in += steps[step].tcp_in;
+          }
+        }
+        const double scale = host_scale_[h];
+        per_step[step] = {out * scale, in * scale};
       }
     }
-    const double s = host_scale_[h];
-    return {out * s, in * s};
+    return per_step.at(static_cast<size_t>(k));
   }
 
   double step_seconds(int r, int k) {
@@ -217,8 +233,10 @@ class Evaluator {
       RankInfo& pi = info(a.peer);
       if (!pi.forwards) continue;
       index_sends(pi);
-      auto it = pi.send_index.find(send_key(r, a.channel, ord));
-      if (it == pi.send_index.end()) continue;
+      const uint64_t want = send_key(r, a.channel, ord);
+      auto it = std::lower_bound(pi.send_index.begin(), pi.send_index.end(), want,
+                                 [](const auto& entry, uint64_t key) { return entry.first < key; });
+      if (it == pi.send_index.end() || it->first != want) continue;
       const auto [pk, pa] = it->second;
       const Action& send = pi.sched.steps[static_cast<size_t>(pk)].actions[static_cast<size_t>(pa)];
       if (send.after < 0) continue;
@@ -240,9 +258,11 @@ class Evaluator {
       for (size_t i = 0; i < actions.size(); ++i) {
         if (actions[i].kind != ActionKind::send) continue;
         const uint64_t key = send_key(actions[i].peer, actions[i].channel, ri.ordinal[k][i]);
-        ri.send_index.emplace(key, std::make_pair(static_cast<int>(k), static_cast<int>(i)));
+        ri.send_index.emplace_back(key, std::make_pair(static_cast<int>(k), static_cast<int>(i)));
       }
     }
+    std::sort(ri.send_index.begin(), ri.send_index.end(),
+              [](const auto& x, const auto& y) { return x.first < y.first; });
   }
 
   int n_;
@@ -250,9 +270,13 @@ class Evaluator {
   double elem_;
   const LinkView& links_;
   const CostModel& m_;
-  std::unordered_map<int, std::unique_ptr<RankInfo>> ranks_;
+  std::vector<std::unique_ptr<RankInfo>> ranks_;
   std::map<int, std::vector<int>> host_members_;
   std::map<int, double> host_scale_;
+  std::unordered_map<int, std::vector<std::pair<double, double>>> host_tcp_;  // per host, per step
+  // Scratch of profile(), kept to spare their allocations.
+  std::unordered_map<uint64_t, uint32_t> counter_;
+  std::unordered_map<uint64_t, size_t> conn_index_;
 };
 
 // Up to `limit` ranks of `all`: first, last and evenly spread.
@@ -320,6 +344,7 @@ Prediction evaluate(Evaluator& ev, const Sample& sample, const LinkView& links, 
   ev.set_host_members(sample.host_members, sample.host_scale);
   for (int r : sample.ranks) ev.relay_analysis = ev.relay_analysis || ev.info(r).forwards;
   std::map<int, double> host_tcp_out;
+  std::unordered_map<uint64_t, uint64_t> per_link;
   for (int r : sample.ranks) {
     const RankInfo& ri = ev.info(r);
     const double t = ev.rank_seconds(r);
@@ -330,7 +355,7 @@ Prediction evaluate(Evaluator& ev, const Sample& sample, const LinkView& links, 
     }
     p.steps = std::max(p.steps, ri.steps.size());
     uint64_t sent = 0;
-    std::unordered_map<uint64_t, uint64_t> per_link;
+    per_link.clear();
     for (const auto& step : ri.steps) {
       for (const Conn& c : step.conns) {
         per_link[conn_key(c.peer, c.channel, c.out)] += static_cast<uint64_t>(c.bytes);
