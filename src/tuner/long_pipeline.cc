@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <future>
 #include <map>
+#include <memory>
+#include <mutex>
 
 #include "schedule/schedule.h"
 
@@ -33,25 +36,61 @@ struct ShortPair {
   Prediction a, b;
 };
 
-const ShortPair& short_pair(const std::string& name, const schedule::CollectiveDesc& d, size_t chunk, size_t k1,
-                            size_t elem, const LinkView& links, const CostModel& model, Walk walk) {
-  thread_local std::map<std::string, ShortPair> cache;
-  const std::vector<int> none;
-  const std::vector<int>& hosts = links.topology ? links.topology->host_of_rank : none;
-  const std::string key = fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {}", name, static_cast<int>(d.op), d.nranks,
-                                      d.root, static_cast<int>(d.redop), d.in_place, d.nchannels, elem, chunk, k1,
-                                      static_cast<int>(walk), static_cast<int>(links.force), to_json(model));
-  auto it = cache.find(key);
-  if (it != cache.end() && it->second.hosts == hosts) return it->second;
-  if (cache.size() > 64) cache.clear();
+ShortPair walk_pair(const std::string& name, const schedule::CollectiveDesc& d, size_t chunk, size_t k1, size_t elem,
+                    const LinkView& links, const CostModel& model, Walk walk, const std::vector<int>& hosts) {
   ShortPair p;
   p.hosts = hosts;
   schedule::CollectiveDesc da = d, db = d;
   da.count = 2 * k1 * chunk;
   db.count = 2 * (k1 + 1) * chunk;
+  // The two walks at once: hoop-sim's other threads may all be waiting for this pair.
+  auto b = std::async(std::launch::async, [&] { return predict(name, db, elem, links, model, walk); });
   p.a = predict(name, da, elem, links, model, walk);
-  p.b = predict(name, db, elem, links, model, walk);
-  return cache[key] = std::move(p);
+  p.b = b.get();
+  return p;
+}
+
+// Shared by the threads that price calls at once (hoop-sim prices its sizes in parallel): the
+// first to ask walks the pair, the others wait for it.
+std::shared_ptr<const ShortPair> short_pair(const std::string& name, const schedule::CollectiveDesc& d, size_t chunk,
+                                            size_t k1, size_t elem, const LinkView& links, const CostModel& model,
+                                            Walk walk) {
+  using Pending = std::shared_future<std::shared_ptr<const ShortPair>>;
+  static std::mutex mu;
+  static std::map<std::string, Pending> cache;
+  const std::vector<int> none;
+  const std::vector<int>& hosts = links.topology ? links.topology->host_of_rank : none;
+  uint64_t hosts_hash = 1469598103934665603ull;  // FNV-1a
+  for (int h : hosts) hosts_hash = (hosts_hash ^ static_cast<uint32_t>(h)) * 1099511628211ull;
+  const std::string key = fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {}", name, static_cast<int>(d.op),
+                                      d.nranks, d.root, static_cast<int>(d.redop), d.in_place, d.nchannels, elem, chunk,
+                                      k1, static_cast<int>(walk), static_cast<int>(links.force), hosts_hash,
+                                      to_json(model));
+  std::promise<std::shared_ptr<const ShortPair>> mine;
+  Pending pending;
+  bool walk_here = false;
+  {
+    std::lock_guard lk(mu);
+    auto it = cache.find(key);
+    if (it != cache.end()) {
+      pending = it->second;
+    } else {
+      if (cache.size() > 64) cache.clear();
+      pending = cache[key] = mine.get_future().share();
+      walk_here = true;
+    }
+  }
+  if (walk_here) {
+    try {
+      mine.set_value(std::make_shared<const ShortPair>(walk_pair(name, d, chunk, k1, elem, links, model, walk, hosts)));
+    } catch (...) {
+      mine.set_exception(std::current_exception());
+    }
+  }
+  auto pair = pending.get();
+  // Two topologies whose hashes collide: walk this one here.
+  if (pair->hosts != hosts) pair = std::make_shared<const ShortPair>(walk_pair(name, d, chunk, k1, elem, links, model, walk, hosts));
+  return pair;
 }
 
 }  // namespace
@@ -66,8 +105,8 @@ std::optional<Prediction> long_pipeline(const std::string& name, const schedule:
   if (k <= k1 + 1) return std::nullopt;
   const size_t chunk = half / k;  // the real chunks hold this many elements or one more
   if (chunks_of(k1 * chunk) != k1 || chunks_of((k1 + 1) * chunk) != k1 + 1) return std::nullopt;
-  const ShortPair& pair = short_pair(name, d, chunk, k1, elem, links, model, walk);
-  const Prediction &a = pair.a, &b = pair.b;
+  const auto pair = short_pair(name, d, chunk, k1, elem, links, model, walk);
+  const Prediction &a = pair->a, &b = pair->b;
   if (!a.applicable || !b.applicable || a.rank_seconds.size() != b.rank_seconds.size()) return std::nullopt;
   // Per chunk beyond K1: what one more chunk adds (the short pipelines' chunks are all alike,
   // and both are in the steady state).

@@ -170,11 +170,15 @@ class Evaluator {
     auto& conn_index = conn_index_;
     counter.clear();
     const size_t nsteps = sched.steps.size();
+    size_t nactions = 0;
+    for (const auto& step : sched.steps) nactions += step.actions.size();
+    ri.conns.reserve(nactions);
+    ri.recvs.reserve(nactions);
     ri.totals.resize(nsteps);
     ri.conn_begin.reserve(nsteps + 1);
     ri.recv_begin.reserve(nsteps + 1);
     ri.lag.assign(nsteps, -1);
-    std::vector<uint32_t> ordinal;
+    auto& ordinal = ordinal_;
     for (size_t k = 0; k < nsteps; ++k) {
       StepTotals& sp = ri.totals[k];
       const size_t from = ri.conns.size();
@@ -298,6 +302,7 @@ class Evaluator {
   // Scratch of profile(), kept to spare their allocations.
   std::unordered_map<uint64_t, uint32_t> counter_;
   std::unordered_map<uint64_t, size_t> conn_index_;
+  std::vector<uint32_t> ordinal_;
 };
 
 // Up to `limit` ranks of `all`: first, last and evenly spread.
