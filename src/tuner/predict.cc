@@ -170,10 +170,15 @@ class Evaluator {
     auto& conn_index = conn_index_;
     counter.clear();
     const size_t nsteps = sched.steps.size();
-    size_t nactions = 0;
-    for (const auto& step : sched.steps) nactions += step.actions.size();
-    ri.conns.reserve(nactions);
-    ri.recvs.reserve(nactions);
+    size_t ntransfers = 0, nrecvs = 0;
+    for (const auto& step : sched.steps) {
+      for (const Action& a : step.actions) {
+        ntransfers += a.kind == ActionKind::send || is_recv(a.kind);
+        nrecvs += is_recv(a.kind);
+      }
+    }
+    ri.conns.reserve(ntransfers);
+    ri.recvs.reserve(nrecvs);
     ri.totals.resize(nsteps);
     ri.conn_begin.reserve(nsteps + 1);
     ri.recv_begin.reserve(nsteps + 1);
