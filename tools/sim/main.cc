@@ -217,9 +217,9 @@ int main(int argc, char** argv) {
     std::printf("# %s\n", a.exact ? "every rank's schedule walked (--exact)"
                            : a.ranks <= 256
                                ? "every rank evaluated (the ring: one rank per class of symmetric ranks)"
-                               : "the ring: one rank per class of symmetric ranks; the others: sampled ranks "
-                                 "evaluated (whole hosts: rank 0's, the last rank's, the root's, spread ones; "
-                                 "ranks in lockstep)");
+                               : "the ring, hierarchical: one rank per class of symmetric ranks; the tree: every "
+                                 "rank; the others: sampled ranks evaluated (whole hosts: rank 0's, the last "
+                                 "rank's, the root's, spread ones; ranks in lockstep)");
     std::printf("#\n# %12s %12s  %-20s %3s %12s %12s %8s %10s %10s %10s\n", "size", "count", "algorithm", "ch",
                 "time(us)", "busbw(GB/s)", "steps", "sent/rank", "max/link", "tcp/host");
     const double factor = hoop::bench::busbw_factor(*op, a.ranks);
