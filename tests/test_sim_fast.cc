@@ -95,14 +95,17 @@ TEST(SimFast, EveryAlgorithmMatchesTheFullWalk) {
   }
 }
 
-// The tree with many more chunks than it is deep: priced from two short pipelines (long_pipeline.h).
+// The tree with many more chunks than it is deep: priced from two short pipelines (long_pipeline.h),
+// from just past their length (the chunk counts below 20) to many times it; and beyond 256 ranks.
 TEST(SimFast, LongTreePipelinesMatchTheFullWalk) {
-  for (int n : {2, 3, 7, 16, 31, 64, 97, 128}) {
+  constexpr size_t kChunk = schedule::kTreeChunkElements;
+  for (int n : {2, 3, 7, 16, 31, 64, 97, 128, 300, 700}) {
     for (int per_host : kPerHost) {
+      if (n > 256 && (per_host == 0 || per_host == 4)) continue;  // keep the walk quick
       const schedule::Topology topo = blocks_of(n, per_host);
       const tuner::LinkView links{&topo, tuner::LinkView::Force::none};
       for (OpType op : {OpType::allreduce, OpType::reduce}) {
-        for (size_t count : {size_t{1} << 23, size_t{2} * 90 * schedule::kTreeChunkElements + 12345}) {
+        for (size_t count : {size_t{1} << 23, 2 * 90 * kChunk + 12345, 2 * 13 * kChunk, 2 * 19 * kChunk + 7}) {
           schedule::CollectiveDesc d;
           d.op = op;
           d.count = count;
@@ -159,6 +162,47 @@ TEST(SimFast, LocalWorkMatchesTheFullWalk) {
   }
 }
 
+// A forwarded receive is matched to its sender's send by rank, channel and ordinal: with more
+// than 256 ranks and many chunks, so that both are large, each rank's time grows by the same
+// amount per chunk (the steady state), as the long pipelines assume.
+TEST(SimFast, TreeWalkIsLinearInChunksBeyond256Ranks) {
+  const int n = 600;
+  const schedule::Topology topo = blocks_of(n, 8);
+  const tuner::LinkView links{&topo, tuner::LinkView::Force::none};
+  std::vector<std::vector<std::pair<int, double>>> times;
+  for (size_t chunks : {size_t{40}, size_t{80}, size_t{120}}) {
+    schedule::CollectiveDesc d;
+    d.op = OpType::allreduce;
+    d.count = 2 * chunks * schedule::kTreeChunkElements;
+    d.nranks = n;
+    d.topology = &topo;
+    const auto p = tuner::predict("tree", d, 4, links, tuner::CostModel{}, tuner::Walk::every_rank);
+    ASSERT_TRUE(p.applicable) << p.why_not;
+    times.push_back(p.rank_seconds);
+  }
+  ASSERT_EQ(times[0].size(), static_cast<size_t>(n));
+  for (size_t i = 0; i < times[0].size(); ++i) {
+    const double first = times[1][i].second - times[0][i].second, second = times[2][i].second - times[1][i].second;
+    EXPECT_NEAR(first, second, 1e-3 * second) << "rank " << times[0][i].first;
+  }
+}
+
+// A fast path never spreads over channels: one candidate, priced without building its schedule
+// (which for 4,096 ranks and 1 GiB took tens of seconds and gigabytes).
+TEST(SimFast, FastPathsArePricedOnOneChannel) {
+  const schedule::Topology topo = blocks_of(4096, 8);
+  tuner::Tuner t(tuner::CostModel{}, topo, tuner::LinkView::Force::none);
+  t.set_pricing(tuner::Pricing::symmetric);
+  schedule::CollectiveDesc d;
+  d.op = OpType::allreduce;
+  d.count = size_t{1} << 28;
+  d.nranks = 4096;
+  const auto priced = t.price_all(d, sizeof(float), {schedule::kDirectAlgorithm});
+  ASSERT_EQ(priced.size(), 1u);
+  EXPECT_EQ(priced[0].nchannels, 1);
+  EXPECT_FALSE(priced[0].prediction.applicable);  // across hosts
+}
+
 test::ToolResult run_sim(std::vector<std::string> args) {
   args.insert(args.begin(), std::string(HOOP_BIN_DIR) + "/hoop-sim");
   test::ToolProcess p(args);
@@ -200,6 +244,19 @@ TEST(SimFast, PricesVFormsAndBarrier) {
   }
   // Their counts are known only to each rank: not priced.
   EXPECT_EQ(run_sim({"--ranks", "8", "alltoallv"}).exit_code, 2);
+}
+
+// The sizes are priced on several threads: the same table as on one.
+TEST(SimFast, ThreadsPrintTheSameTable) {
+  const std::vector<std::string> args = {"--ranks", "300", "--hosts", "38", "allreduce", "-b", "1K", "-e", "256M",
+                                         "-f", "4"};
+  auto one = args, many = args;
+  one.insert(one.end(), {"--threads", "1"});
+  many.insert(many.end(), {"--threads", "3"});
+  const auto a = run_sim(one), b = run_sim(many);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_EQ(a.out, b.out);
 }
 
 TEST(SimFast, ExactWalksEveryRankAndAgrees) {

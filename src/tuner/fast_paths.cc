@@ -55,9 +55,11 @@ Prediction shm_direct(const schedule::CollectiveDesc& d, size_t elem, const Link
 
 }  // namespace
 
+bool is_fast_path(const std::string& name) { return name == schedule::kDirectAlgorithm; }
+
 std::optional<Prediction> predict_fast_path(const std::string& name, const schedule::CollectiveDesc& desc,
                                             size_t elem_bytes, const LinkView& links, const CostModel& model) {
-  if (name == schedule::kDirectAlgorithm) return shm_direct(desc, elem_bytes, links, model);
+  if (is_fast_path(name)) return shm_direct(desc, elem_bytes, links, model);
   return std::nullopt;
 }
 

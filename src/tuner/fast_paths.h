@@ -15,4 +15,9 @@ namespace hoop::tuner {
 std::optional<Prediction> predict_fast_path(const std::string& name, const schedule::CollectiveDesc& desc,
                                             size_t elem_bytes, const LinkView& links, const CostModel& model);
 
+// Whether `name` is priced as a fast path. A fast path moves data through one shared region,
+// never over parallel channels: more channels change nothing (and its schedule, which can be
+// huge for many ranks and a large buffer, need not be built to find that out).
+bool is_fast_path(const std::string& name);
+
 }  // namespace hoop::tuner

@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
-#include <bit>
+#include <algorithm>
+#include <future>
 #include <map>
+#include <memory>
+#include <mutex>
 
 #include "schedule/schedule.h"
 
@@ -11,8 +14,17 @@ namespace hoop::tuner {
 
 namespace {
 
-// Chunks of the shorter pipelines: deeper than any tree's offsets (about 2 log2 N).
-size_t short_chunks(int nranks) { return 4 * static_cast<size_t>(std::bit_width(static_cast<unsigned>(nranks))) + 8; }
+// Chunks of the shorter pipelines: more than the pipeline is deep, so that both have steps
+// where every offset of the tree is busy (the steady state) and the whole fill and drain. The
+// depth is read off the schedule: a call of one chunk per half takes as many steps as chunk 0
+// needs to cross the tree (both ways for AllReduce).
+size_t short_chunks(const std::string& name, const schedule::CollectiveDesc& d) {
+  schedule::CollectiveDesc one = d;
+  one.count = 2;
+  size_t depth = 0;
+  for (int r : {0, d.root}) depth = std::max(depth, schedule::build(name, one, r).steps.size());
+  return depth + 2;
+}
 
 size_t chunks_of(size_t elements) {
   return (elements + schedule::kTreeChunkElements - 1) / schedule::kTreeChunkElements;
@@ -24,25 +36,61 @@ struct ShortPair {
   Prediction a, b;
 };
 
-const ShortPair& short_pair(const std::string& name, const schedule::CollectiveDesc& d, size_t chunk, size_t k1,
-                            size_t elem, const LinkView& links, const CostModel& model, Walk walk) {
-  thread_local std::map<std::string, ShortPair> cache;
-  const std::vector<int> none;
-  const std::vector<int>& hosts = links.topology ? links.topology->host_of_rank : none;
-  const std::string key = fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {}", name, static_cast<int>(d.op), d.nranks,
-                                      d.root, static_cast<int>(d.redop), d.in_place, d.nchannels, elem, chunk, k1,
-                                      static_cast<int>(walk), static_cast<int>(links.force), to_json(model));
-  auto it = cache.find(key);
-  if (it != cache.end() && it->second.hosts == hosts) return it->second;
-  if (cache.size() > 64) cache.clear();
+ShortPair walk_pair(const std::string& name, const schedule::CollectiveDesc& d, size_t chunk, size_t k1, size_t elem,
+                    const LinkView& links, const CostModel& model, Walk walk, const std::vector<int>& hosts) {
   ShortPair p;
   p.hosts = hosts;
   schedule::CollectiveDesc da = d, db = d;
   da.count = 2 * k1 * chunk;
-  db.count = 2 * (2 * k1) * chunk;
+  db.count = 2 * (k1 + 1) * chunk;
+  // The two walks at once: hoop-sim's other threads may all be waiting for this pair.
+  auto b = std::async(std::launch::async, [&] { return predict(name, db, elem, links, model, walk); });
   p.a = predict(name, da, elem, links, model, walk);
-  p.b = predict(name, db, elem, links, model, walk);
-  return cache[key] = std::move(p);
+  p.b = b.get();
+  return p;
+}
+
+// Shared by the threads that price calls at once (hoop-sim prices its sizes in parallel): the
+// first to ask walks the pair, the others wait for it.
+std::shared_ptr<const ShortPair> short_pair(const std::string& name, const schedule::CollectiveDesc& d, size_t chunk,
+                                            size_t k1, size_t elem, const LinkView& links, const CostModel& model,
+                                            Walk walk) {
+  using Pending = std::shared_future<std::shared_ptr<const ShortPair>>;
+  static std::mutex mu;
+  static std::map<std::string, Pending> cache;
+  const std::vector<int> none;
+  const std::vector<int>& hosts = links.topology ? links.topology->host_of_rank : none;
+  uint64_t hosts_hash = 1469598103934665603ull;  // FNV-1a
+  for (int h : hosts) hosts_hash = (hosts_hash ^ static_cast<uint32_t>(h)) * 1099511628211ull;
+  const std::string key = fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {}", name, static_cast<int>(d.op),
+                                      d.nranks, d.root, static_cast<int>(d.redop), d.in_place, d.nchannels, elem, chunk,
+                                      k1, static_cast<int>(walk), static_cast<int>(links.force), hosts_hash,
+                                      to_json(model));
+  std::promise<std::shared_ptr<const ShortPair>> mine;
+  Pending pending;
+  bool walk_here = false;
+  {
+    std::lock_guard lk(mu);
+    auto it = cache.find(key);
+    if (it != cache.end()) {
+      pending = it->second;
+    } else {
+      if (cache.size() > 64) cache.clear();
+      pending = cache[key] = mine.get_future().share();
+      walk_here = true;
+    }
+  }
+  if (walk_here) {
+    try {
+      mine.set_value(std::make_shared<const ShortPair>(walk_pair(name, d, chunk, k1, elem, links, model, walk, hosts)));
+    } catch (...) {
+      mine.set_exception(std::current_exception());
+    }
+  }
+  auto pair = pending.get();
+  // Two topologies whose hashes collide: walk this one here.
+  if (pair->hosts != hosts) pair = std::make_shared<const ShortPair>(walk_pair(name, d, chunk, k1, elem, links, model, walk, hosts));
+  return pair;
 }
 
 }  // namespace
@@ -51,16 +99,18 @@ std::optional<Prediction> long_pipeline(const std::string& name, const schedule:
                                         const LinkView& links, const CostModel& model, Walk walk) {
   if (name != "tree" || (d.op != OpType::allreduce && d.op != OpType::reduce) || d.nranks < 2) return std::nullopt;
   const size_t half = schedule::Chunking{d.count, 2}.size(0);  // the larger half
-  const size_t k = chunks_of(half), k1 = short_chunks(d.nranks);
-  if (k <= 2 * k1) return std::nullopt;
+  const size_t k = chunks_of(half);
+  if (k <= 2) return std::nullopt;  // no pipeline to speak of (and no shorter call to price)
+  const size_t k1 = short_chunks(name, d);
+  if (k <= k1 + 1) return std::nullopt;
   const size_t chunk = half / k;  // the real chunks hold this many elements or one more
-  if (chunks_of(k1 * chunk) != k1 || chunks_of(2 * k1 * chunk) != 2 * k1) return std::nullopt;
-  const ShortPair& pair = short_pair(name, d, chunk, k1, elem, links, model, walk);
-  const Prediction &a = pair.a, &b = pair.b;
+  if (chunks_of(k1 * chunk) != k1 || chunks_of((k1 + 1) * chunk) != k1 + 1) return std::nullopt;
+  const auto pair = short_pair(name, d, chunk, k1, elem, links, model, walk);
+  const Prediction &a = pair->a, &b = pair->b;
   if (!a.applicable || !b.applicable || a.rank_seconds.size() != b.rank_seconds.size()) return std::nullopt;
-  // Per chunk beyond K1: the mean over K1 more chunks (the steps' prices repeat with a period
-  // of a few chunks, not one).
-  const double more = static_cast<double>(k - k1) / static_cast<double>(k1);
+  // Per chunk beyond K1: what one more chunk adds (the short pipelines' chunks are all alike,
+  // and both are in the steady state).
+  const double more = static_cast<double>(k - k1);
   auto carry = [more](double at_k1, double at_2k1) { return at_k1 + more * (at_2k1 - at_k1); };
   auto carry_u = [&](uint64_t x, uint64_t y) {
     return static_cast<uint64_t>(carry(static_cast<double>(x), static_cast<double>(y)));

@@ -47,8 +47,7 @@ struct Conn {
   double bytes;
 };
 
-struct StepProfile {
-  std::vector<Conn> conns;
+struct StepTotals {
   double local_seconds = 0;  // reductions and copies
   double tcp_out = 0, tcp_in = 0;
 };
@@ -58,30 +57,62 @@ uint64_t conn_key(int peer, int channel, bool out) {
          (static_cast<uint64_t>(static_cast<uint32_t>(channel)) << 1) | (out ? 1u : 0u);
 }
 
+// The ordinal-th send to `peer` on `channel`: ranks below 2^21, channels below 2^10 (conn_key
+// leaves no room for the ordinal beyond 256 ranks).
+uint64_t send_key(int peer, int channel, uint32_t ordinal) {
+  return static_cast<uint64_t>(static_cast<uint32_t>(peer)) | (static_cast<uint64_t>(static_cast<uint32_t>(channel)) << 21) |
+         (static_cast<uint64_t>(ordinal) << 31);
+}
+
+// What the walk keeps of a rank's schedule, in flat arrays (a walk may hold every rank of a
+// large job): step k's connections are conns[conn_begin[k], conn_begin[k + 1]), its receives
+// from other ranks recvs[recv_begin[k], recv_begin[k + 1]).
 struct RankInfo {
-  RankSchedule sched;
-  std::vector<StepProfile> steps;
-  // ordinal[k][i]: action i of step k is the ordinal-th transfer on its connection and direction.
-  std::vector<std::vector<uint32_t>> ordinal;
-  bool forwards = false;  // has a send with `after`
-  // (peer, channel, ordinal) of each send -> (step, action); built on first use.
-  std::unordered_map<uint64_t, std::pair<int, int>> send_index;
-  bool indexed = false;
-  std::vector<double> lag;  // memo, -1 unknown
+  struct Recv {
+    int peer;
+    int channel;
+    uint32_t ordinal;  // the ordinal-th transfer from `peer` on `channel`
+  };
+  // A send that forwards a receive (Action::after), by send_key.
+  struct Relay {
+    uint64_t key;
+    int step;
+    double hop;  // one slice through the receive it forwards
+  };
+  std::vector<Conn> conns;
+  std::vector<uint32_t> conn_begin{0};
+  std::vector<StepTotals> totals;
+  std::vector<Recv> recvs;
+  std::vector<uint32_t> recv_begin{0};
+  std::vector<Relay> relays;  // sorted by key
+  bool forwards = false;      // has a send with `after`
+  std::vector<double> lag;    // memo, -1 unknown
+
+  size_t nsteps() const { return totals.size(); }
+  std::span<const Conn> step_conns(size_t k) const {
+    return std::span<const Conn>(conns).subspan(conn_begin[k], conn_begin[k + 1] - conn_begin[k]);
+  }
+  std::span<const Recv> step_recvs(size_t k) const {
+    return std::span<const Recv>(recvs).subspan(recv_begin[k], recv_begin[k + 1] - recv_begin[k]);
+  }
 };
 
 class Evaluator {
  public:
   Evaluator(int nranks, std::function<RankSchedule(int)> build, size_t elem, const LinkView& links,
             const CostModel& model)
-      : n_(nranks), build_(std::move(build)), elem_(static_cast<double>(elem)), links_(links), m_(model) {}
+      : n_(nranks),
+        build_(std::move(build)),
+        elem_(static_cast<double>(elem)),
+        links_(links),
+        m_(model),
+        ranks_(static_cast<size_t>(nranks)) {}
 
   RankInfo& info(int r) {
-    auto& slot = ranks_[r];
+    auto& slot = ranks_.at(static_cast<size_t>(r));
     if (!slot) {
       slot = std::make_unique<RankInfo>();
-      slot->sched = build_(r);
-      profile(r, *slot);
+      profile(r, build_(r), *slot);
     }
     return *slot;
   }
@@ -91,6 +122,7 @@ class Evaluator {
   void set_host_members(std::map<int, std::vector<int>> members, std::map<int, double> scale) {
     host_members_ = std::move(members);
     host_scale_ = std::move(scale);
+    host_tcp_.clear();
   }
 
   bool relay_analysis = false;
@@ -101,7 +133,7 @@ class Evaluator {
   double rank_seconds(int r) {
     RankInfo& ri = info(r);
     double t = 0, fill = 0;
-    for (size_t k = 0; k < ri.steps.size(); ++k) {
+    for (size_t k = 0; k < ri.nsteps(); ++k) {
       t += step_seconds(r, static_cast<int>(k));
       fill = std::max(fill, lag(r, static_cast<int>(k)));
     }
@@ -111,83 +143,131 @@ class Evaluator {
  private:
   double bytes(const schedule::Range& range) const { return static_cast<double>(range.count) * elem_; }
 
-  // The connection of `key` in a step, if it has one yet: a linear search over a step's few
-  // connections, an index once a step has many (the root of a naive algorithm talks to all).
-  static Conn* find_conn(std::vector<Conn>& conns, std::unordered_map<uint64_t, size_t>& index, uint64_t key,
-                         const Action& a) {
+  // The connection of `key` among conns[from, end), if it has one yet: a linear search over a
+  // step's few connections, an index once a step has many (the root of a naive algorithm
+  // talks to all).
+  static Conn* find_conn(std::vector<Conn>& conns, size_t from, std::unordered_map<uint64_t, size_t>& index,
+                         uint64_t key, const Action& a) {
     constexpr size_t kIndexFrom = 16;
-    if (index.empty() && conns.size() >= kIndexFrom) {
-      for (size_t i = 0; i < conns.size(); ++i) index.emplace(conn_key(conns[i].peer, conns[i].channel, conns[i].out), i);
+    if (index.empty() && conns.size() - from >= kIndexFrom) {
+      for (size_t i = from; i < conns.size(); ++i) {
+        index.emplace(conn_key(conns[i].peer, conns[i].channel, conns[i].out), i);
+      }
     }
     if (!index.empty()) {
       auto it = index.find(key);
       return it == index.end() ? nullptr : &conns[it->second];
     }
     const bool out = a.kind == ActionKind::send;
-    auto it = std::find_if(conns.begin(), conns.end(), [&](const Conn& c) {
+    auto it = std::find_if(conns.begin() + static_cast<std::ptrdiff_t>(from), conns.end(), [&](const Conn& c) {
       return c.peer == a.peer && c.channel == a.channel && c.out == out;
     });
     return it == conns.end() ? nullptr : &*it;
   }
 
-  void profile(int r, RankInfo& ri) {
-    std::unordered_map<uint64_t, uint32_t> counter;
-    std::unordered_map<uint64_t, size_t> conn_index;
-    ri.steps.resize(ri.sched.steps.size());
-    ri.ordinal.resize(ri.sched.steps.size());
-    ri.lag.assign(ri.sched.steps.size(), -1);
-    for (size_t k = 0; k < ri.sched.steps.size(); ++k) {
-      StepProfile& sp = ri.steps[k];
-      auto& ord = ri.ordinal[k];
+  void profile(int r, const RankSchedule& sched, RankInfo& ri) {
+    auto& counter = counter_;
+    auto& conn_index = conn_index_;
+    counter.clear();
+    const size_t nsteps = sched.steps.size();
+    size_t ntransfers = 0, nrecvs = 0;
+    for (const auto& step : sched.steps) {
+      for (const Action& a : step.actions) {
+        ntransfers += a.kind == ActionKind::send || is_recv(a.kind);
+        nrecvs += is_recv(a.kind);
+      }
+    }
+    ri.conns.reserve(ntransfers);
+    ri.recvs.reserve(nrecvs);
+    ri.totals.resize(nsteps);
+    ri.conn_begin.reserve(nsteps + 1);
+    ri.recv_begin.reserve(nsteps + 1);
+    ri.lag.assign(nsteps, -1);
+    auto& ordinal = ordinal_;
+    for (size_t k = 0; k < nsteps; ++k) {
+      StepTotals& sp = ri.totals[k];
+      const size_t from = ri.conns.size();
       conn_index.clear();
-      for (const Action& a : ri.sched.steps[k].actions) {
+      ordinal.clear();
+      for (const Action& a : sched.steps[k].actions) {
         const bool out = a.kind == ActionKind::send;
         const bool in = is_recv(a.kind);
         if (!out && !in) {
-          ord.push_back(0);
+          ordinal.push_back(0);
           sp.local_seconds += bytes(a.dst) * (a.kind == ActionKind::copy ? m_.copy : m_.gamma);
           continue;
         }
         if (a.after >= 0) ri.forwards = true;
-        ord.push_back(counter[conn_key(a.peer, a.channel, out)]++);
+        const uint32_t ord = counter[conn_key(a.peer, a.channel, out)]++;
+        ordinal.push_back(ord);
+        if (in && a.peer >= 0 && a.peer < n_) ri.recvs.push_back({a.peer, a.channel, ord});
         const double b = out ? bytes(a.src) : bytes(a.dst);
         if (a.kind == ActionKind::recv_reduce) sp.local_seconds += b * m_.gamma;
         const LinkClass cls = links_.between(r, a.peer);
         const uint64_t key = conn_key(a.peer, a.channel, out);
-        if (Conn* c = find_conn(sp.conns, conn_index, key, a)) {
+        if (Conn* c = find_conn(ri.conns, from, conn_index, key, a)) {
           c->bytes += b;
         } else {
-          if (!conn_index.empty()) conn_index.emplace(key, sp.conns.size());
-          sp.conns.push_back({a.peer, a.channel, out, cls, b});
+          if (!conn_index.empty()) conn_index.emplace(key, ri.conns.size());
+          ri.conns.push_back({a.peer, a.channel, out, cls, b});
         }
         if (cls == LinkClass::tcp) (out ? sp.tcp_out : sp.tcp_in) += b;
       }
+      ri.conn_begin.push_back(static_cast<uint32_t>(ri.conns.size()));
+      ri.recv_begin.push_back(static_cast<uint32_t>(ri.recvs.size()));
+      index_relays(r, sched.steps[k].actions, ordinal, static_cast<int>(k), ri);
+    }
+    std::sort(ri.relays.begin(), ri.relays.end(),
+              [](const RankInfo::Relay& x, const RankInfo::Relay& y) { return x.key < y.key; });
+  }
+
+  // The sends of step k that forward a receive, with the time one slice takes through it.
+  void index_relays(int r, const std::vector<Action>& actions, const std::vector<uint32_t>& ordinal, int k,
+                    RankInfo& ri) const {
+    for (size_t i = 0; i < actions.size(); ++i) {
+      const Action& send = actions[i];
+      if (send.kind != ActionKind::send || send.after < 0) continue;
+      const Action& feed = actions[static_cast<size_t>(send.after)];
+      const double piece = std::min(static_cast<double>(m_.slice_bytes), bytes(feed.dst));
+      const LinkCost& l = m_.link(links_.between(feed.peer, r));
+      const double hop = l.alpha + piece / l.beta + (feed.kind == ActionKind::recv_reduce ? piece * m_.gamma : 0);
+      ri.relays.push_back({send_key(send.peer, send.channel, ordinal[i]), k, hop});
     }
   }
 
-  // Bytes the host of `r` moves over tcp in step k (both directions), scaled to the whole host.
+  // Bytes the host of `r` moves over tcp in step k (both directions), scaled to the whole host:
+  // summed once per host for all its steps, the same for each of its ranks.
   std::pair<double, double> host_tcp(int r, int k) {
     const int h = links_.host_of(r);
     auto it = host_members_.find(h);
     if (it == host_members_.end()) {
-      const auto& s = info(r).steps[static_cast<size_t>(k)];
+      const auto& s = info(r).totals[static_cast<size_t>(k)];
       return {s.tcp_out, s.tcp_in};
     }
-    double out = 0, in = 0;
-    for (int mate : it->second) {
-      const auto& steps = info(mate).steps;
-      if (static_cast<size_t>(k) < steps.size()) {
-        out += steps[static_cast<size_t>(k)].tcp_out;
-        in += steps[static_cast<size_t>(k)].tcp_in;
+    auto [memo, fresh] = host_tcp_.try_emplace(h);
+    auto& per_step = memo->second;
+    if (fresh) {
+      for (int mate : it->second) per_step.resize(std::max(per_step.size(), info(mate).nsteps()));
+      for (size_t step = 0; step < per_step.size(); ++step) {
+        double out = 0, in = 0;
+        for (int mate : it->second) {
+          const auto& totals = info(mate).totals;
+          if (step < totals.size()) {
+            out += totals[step].tcp_out;
+            in += totals[step].tcp_in;
+          }
+        }
+        const double scale = host_scale_[h];
+        per_step[step] = {out * scale, in * scale};
       }
     }
-    const double s = host_scale_[h];
-    return {out * s, in * s};
+    return per_step.at(static_cast<size_t>(k));
   }
 
   double step_seconds(int r, int k) {
-    const StepProfile& sp = info(r).steps[static_cast<size_t>(k)];
-    const std::span<const Conn> conns(sp.conns);
+    const RankInfo& ri = info(r);
+    const StepTotals& sp = ri.totals[static_cast<size_t>(k)];
+    const std::span<const Conn> conns = ri.step_conns(static_cast<size_t>(k));
     std::pair<double, double> host{0, 0};
     if (any_tcp_conn(conns)) host = host_tcp(r, k);
     return step_price(conns, host.first, host.second, sp.local_seconds, m_);
@@ -202,41 +282,17 @@ class Evaluator {
     if (memo >= 0) return memo;
     memo = 0;  // breaks cycles
     double worst = 0;
-    const auto& actions = ri.sched.steps[static_cast<size_t>(k)].actions;
-    for (size_t i = 0; i < actions.size(); ++i) {
-      const Action& a = actions[i];
-      if (!is_recv(a.kind) || a.peer < 0 || a.peer >= n_) continue;
-      const uint32_t ord = ri.ordinal[static_cast<size_t>(k)][i];
+    for (const RankInfo::Recv& a : ri.step_recvs(static_cast<size_t>(k))) {
       RankInfo& pi = info(a.peer);
       if (!pi.forwards) continue;
-      index_sends(pi);
-      auto it = pi.send_index.find(conn_key(r, a.channel, true) ^ (static_cast<uint64_t>(ord) << 40));
-      if (it == pi.send_index.end()) continue;
-      const auto [pk, pa] = it->second;
-      const Action& send = pi.sched.steps[static_cast<size_t>(pk)].actions[static_cast<size_t>(pa)];
-      if (send.after < 0) continue;
-      const Action& feed = pi.sched.steps[static_cast<size_t>(pk)].actions[static_cast<size_t>(send.after)];
-      const double piece = std::min(static_cast<double>(m_.slice_bytes), bytes(feed.dst));
-      const LinkCost& l = m_.link(links_.between(feed.peer, a.peer));
-      const double hop = l.alpha + piece / l.beta + (feed.kind == ActionKind::recv_reduce ? piece * m_.gamma : 0);
-      worst = std::max(worst, lag(a.peer, pk) + hop);
+      const uint64_t want = send_key(r, a.channel, a.ordinal);
+      auto it = std::lower_bound(pi.relays.begin(), pi.relays.end(), want,
+                                 [](const RankInfo::Relay& relay, uint64_t key) { return relay.key < key; });
+      if (it == pi.relays.end() || it->key != want) continue;
+      worst = std::max(worst, lag(a.peer, it->step) + it->hop);
     }
     ri.lag[static_cast<size_t>(k)] = worst;
     return worst;
-  }
-
-  void index_sends(RankInfo& ri) {
-    if (ri.indexed) return;
-    ri.indexed = true;
-    for (size_t k = 0; k < ri.sched.steps.size(); ++k) {
-      const auto& actions = ri.sched.steps[k].actions;
-      for (size_t i = 0; i < actions.size(); ++i) {
-        if (actions[i].kind != ActionKind::send) continue;
-        const uint64_t key = conn_key(actions[i].peer, actions[i].channel, true) ^
-                             (static_cast<uint64_t>(ri.ordinal[k][i]) << 40);
-        ri.send_index.emplace(key, std::make_pair(static_cast<int>(k), static_cast<int>(i)));
-      }
-    }
   }
 
   int n_;
@@ -244,9 +300,14 @@ class Evaluator {
   double elem_;
   const LinkView& links_;
   const CostModel& m_;
-  std::unordered_map<int, std::unique_ptr<RankInfo>> ranks_;
+  std::vector<std::unique_ptr<RankInfo>> ranks_;
   std::map<int, std::vector<int>> host_members_;
   std::map<int, double> host_scale_;
+  std::unordered_map<int, std::vector<std::pair<double, double>>> host_tcp_;  // per host, per step
+  // Scratch of profile(), kept to spare their allocations.
+  std::unordered_map<uint64_t, uint32_t> counter_;
+  std::unordered_map<uint64_t, size_t> conn_index_;
+  std::vector<uint32_t> ordinal_;
 };
 
 // Up to `limit` ranks of `all`: first, last and evenly spread.
@@ -314,6 +375,7 @@ Prediction evaluate(Evaluator& ev, const Sample& sample, const LinkView& links, 
   ev.set_host_members(sample.host_members, sample.host_scale);
   for (int r : sample.ranks) ev.relay_analysis = ev.relay_analysis || ev.info(r).forwards;
   std::map<int, double> host_tcp_out;
+  std::unordered_map<uint64_t, uint64_t> per_link;
   for (int r : sample.ranks) {
     const RankInfo& ri = ev.info(r);
     const double t = ev.rank_seconds(r);
@@ -322,16 +384,15 @@ Prediction evaluate(Evaluator& ev, const Sample& sample, const LinkView& links, 
       p.seconds = t;
       p.critical_rank = r;
     }
-    p.steps = std::max(p.steps, ri.steps.size());
+    p.steps = std::max(p.steps, ri.nsteps());
     uint64_t sent = 0;
-    std::unordered_map<uint64_t, uint64_t> per_link;
-    for (const auto& step : ri.steps) {
-      for (const Conn& c : step.conns) {
-        per_link[conn_key(c.peer, c.channel, c.out)] += static_cast<uint64_t>(c.bytes);
-        if (c.out) sent += static_cast<uint64_t>(c.bytes);
-      }
-      host_tcp_out[links.host_of(r)] += step.tcp_out;
+    per_link.clear();
+    for (const Conn& c : ri.conns) {
+      per_link[conn_key(c.peer, c.channel, c.out)] += static_cast<uint64_t>(c.bytes);
+      if (c.out) sent += static_cast<uint64_t>(c.bytes);
     }
+    double& host_out = host_tcp_out[links.host_of(r)];
+    for (const StepTotals& step : ri.totals) host_out += step.tcp_out;
     for (const auto& [key, b] : per_link) p.max_link_bytes = std::max(p.max_link_bytes, b);
     p.max_rank_bytes_sent = std::max(p.max_rank_bytes_sent, sent);
   }

@@ -29,6 +29,7 @@ bool any_tcp(const LinkView& links, int nranks) {
 
 // Whether the algorithm spreads over channels at all (else more channels change nothing).
 bool uses_channels(const std::string& name, schedule::CollectiveDesc desc, int k, Pricing how) {
+  if (is_fast_path(name)) return false;
   desc.nchannels = k;
   if (how == Pricing::symmetric) {
     if (auto known = symmetric_uses_channels(name, desc)) return *known;

@@ -5,7 +5,13 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -47,7 +53,33 @@ struct SimArgs {
   bool exact = false;
   bool uneven = false;
   std::string plot_file;
+  int threads = 0;  // 0: one per core
 };
+
+// Runs body(0..n-1) on up to `threads` threads (0: one per core), each taking the next index;
+// the first exception is rethrown here once all are done.
+void parallel_for(size_t n, int threads, const std::function<void(size_t)>& body) {
+  const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const size_t workers = std::min(n, threads > 0 ? static_cast<size_t>(threads) : cores);
+  std::atomic<size_t> next{0};
+  std::exception_ptr failure;
+  std::mutex failure_mu;
+  auto work = [&] {
+    for (size_t i; (i = next++) < n;) {
+      try {
+        body(i);
+      } catch (...) {
+        std::lock_guard lk(failure_mu);
+        if (!failure) failure = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < workers; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
+}
 
 // Writes the plot of the predictions in `json_file` to `png` (plot_script.h); false on failure.
 bool write_plot(const std::string& json_file, const std::string& png) {
@@ -112,6 +144,8 @@ int main(int argc, char** argv) {
   app.add_option("--nchannels", a.nchannels, "force the channel count")->check(CLI::Range(1, 64));
   app.add_option("--json", a.json_file, "also write every prediction to this JSON file");
   app.add_option("--plot", a.plot_file, "also draw time and busbw against size to this PNG file");
+  app.add_option("--threads", a.threads, "threads pricing sizes at once (default: one per core)")
+      ->check(CLI::Range(1, 1024));
   app.add_flag("--uneven", a.uneven, "allgatherv, reducescatterv: blocks as hoop-bench --uneven (else even)");
   app.add_flag("--exact", a.exact,
                "walk every rank's schedule (slow at scale) instead of pricing one rank per class of "
@@ -183,14 +217,17 @@ int main(int argc, char** argv) {
     std::printf("# %s\n", a.exact ? "every rank's schedule walked (--exact)"
                            : a.ranks <= 256
                                ? "every rank evaluated (the ring: one rank per class of symmetric ranks)"
-                               : "the ring: one rank per class of symmetric ranks; the others: sampled ranks "
-                                 "evaluated (whole hosts: rank 0's, the last rank's, the root's, spread ones; "
-                                 "ranks in lockstep)");
+                               : "the ring, hierarchical: one rank per class of symmetric ranks; the tree: every "
+                                 "rank; the others: sampled ranks evaluated (whole hosts: rank 0's, the last "
+                                 "rank's, the root's, spread ones; ranks in lockstep)");
     std::printf("#\n# %12s %12s  %-20s %3s %12s %12s %8s %10s %10s %10s\n", "size", "count", "algorithm", "ch",
                 "time(us)", "busbw(GB/s)", "steps", "sent/rank", "max/link", "tcp/host");
     const double factor = hoop::bench::busbw_factor(*op, a.ranks);
     nlohmann::json rows = nlohmann::json::array();
-    for (const auto& l : layouts) {
+    // The sizes are priced on as many threads as there are cores, and printed in order.
+    std::vector<std::vector<tuner::Candidate>> priced_rows(layouts.size());
+    parallel_for(layouts.size(), a.threads, [&](size_t i) {
+      const auto& l = layouts[i];
       schedule::CollectiveDesc d;
       d.op = *op;
       d.count = l.op_count;
@@ -204,7 +241,11 @@ int main(int argc, char** argv) {
         d.count = l.count;
       }
       d.topology = &tuner.topology();
-      const auto priced = tuner.price_all(d, priced_elem, names, channels);
+      priced_rows[i] = tuner.price_all(d, priced_elem, names, channels);
+    });
+    for (size_t i = 0; i < layouts.size(); ++i) {
+      const auto& l = layouts[i];
+      const auto& priced = priced_rows[i];
       const auto pick = tuner::Tuner::best(priced);
       bool first = true;
       for (const auto& c : priced) {
