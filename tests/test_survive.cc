@@ -273,6 +273,35 @@ TEST_P(Survive, AgreeIsTheSameOnEveryMemberAndNamesTheDead) {
   expect_victim_killed(results, victim);
 }
 
+// A member that dies half-way through its arrival in agree (counted in, its arrival not
+// announced) when it is the last but one: the others still decide at once, without it.
+TEST_P(Survive, AgreeDecidesWhenAMemberDiesHalfWayThroughArriving) {
+  const SurviveParam p = GetParam();
+  const int victim = p.nranks - 2, last = p.nranks - 1;
+  auto results = run_ranks(p.nranks, [&](RankContext& ctx) {
+    auto comm = ctx.make_comm(options(p));
+    auto store = ctx.store();
+    const std::string prefix = "hoop/c0/agree1";  // the world communicator's first agreement
+    const auto arrivals_reach = [&](int64_t n) {
+      while (store->add(prefix + "/n", 0) < n) std::this_thread::sleep_for(2ms);
+    };
+    if (comm->rank() == victim) {
+      arrivals_reach(victim);
+      store->set(prefix + "/v/" + std::to_string(victim), std::vector<uint8_t>{'1'});
+      store->add(prefix + "/n", 1);
+      die();
+    }
+    if (comm->rank() == last) arrivals_reach(victim + 1);
+    const auto start = std::chrono::steady_clock::now();
+    const Agreement a = comm->agree(true);
+    // Its vote counts if it was still alive when the others decided, else it is named dead.
+    EXPECT_TRUE(a.value);
+    EXPECT_TRUE(a.failed_ranks.empty() || a.failed_ranks == std::vector<int>{victim});
+    EXPECT_LT(seconds_since(start), 2.0);
+  });
+  expect_victim_killed(results, p.nranks - 2);
+}
+
 // A member that dies while the others shrink: they wait for it (it is alive when they start),
 // see it die, and settle without it.
 TEST_P(Survive, RankDyingDuringShrink) {

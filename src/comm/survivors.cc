@@ -112,7 +112,9 @@ std::vector<Survivor> settle_survivors(const SurvivorQuery& q, const std::string
     }
     const std::string last_arrival = key(fmt::format("n/{}", q.nranks - ndead));
     bool ready = now >= deadline;
-    if (!ready && store.check(last_arrival)) {
+    // The count, not the key of the last arrival expected: a member that died between counting
+    // itself in and setting its n/<i> leaves that key unset for good.
+    if (!ready && store.add(key("n"), 0) >= q.nranks - ndead) {
       ready = true;
       for (int r = 0; r < q.nranks && ready; ++r) {
         bool seen = arrived[static_cast<size_t>(r)];
@@ -135,7 +137,8 @@ std::vector<Survivor> settle_survivors(const SurvivorQuery& q, const std::string
       return finish(text_of(store.compare_set(decided_key, Bytes{}, bootstrap::to_bytes(encode(list)))));
     }
     // Not everyone yet: wait for the last arrival expected (a death meanwhile changes which one
-    // that is, hence the slice), then for another proposer's decision.
+    // that is, and a dead member may leave a hole, hence the slice), then for another proposer's
+    // decision.
     bootstrap::key_set_within(store, last_arrival, kSlice, kPoll);
     if (store.check(decided_key)) return finish(text_of(store.get(decided_key)));
   }
