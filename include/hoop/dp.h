@@ -259,7 +259,8 @@ class HOOP_API DataParallel {
   // failed: it revokes the communicator, so that no member waits on it) the members shrink the
   // communicator to the live ones, restore every shard from its owner or from the copy its
   // ring predecessor holds, re-shard over the new rank count, and return false: no half-reduced
-  // gradient and no half-applied update is kept. With two neighbours dead, both copies of a
+  // gradient and no half-applied update is kept. (A member dying just after the agreement
+  // leaves the step committed: steps_done() then says which step comes next.) With two neighbours dead, both copies of a
   // shard are gone: Error{peer_failure} names the shard and the ranks. A communication hook's
   // state restarts on the survivors.
   bool commit(bool ok);

@@ -91,21 +91,28 @@ bool DataParallel::commit(bool ok) {
   if (!ok) comm->revoke(fmt::format("rank {} cannot commit step {}: {}", d.rank_, d.steps_, why));
   const auto start = std::chrono::steady_clock::now();
   const Agreement a = comm->agree(ok);
+  const int old_rank = d.rank_;
   if (a.value && a.failed_ranks.empty()) {
     d.promote_commit();
-    // Newcomers waiting to join (a replaced rank): rank 0 counts them, the members grow.
-    int64_t waiting = d.rank_ == 0 ? comm->waiting_newcomers() : 0;
-    comm->broadcast(&waiting, &waiting, 1, DataType::i64, 0);
-    if (waiting > 0) {
-      const int old_n = d.nranks_;
-      recover(comm->grow(static_cast<int>(waiting)));  // replaces impl_
-      HOOP_WARN("rank {}: {} rank(s) joined after step {}: {} ranks, from {}", impl_->rank_, waiting,
-                impl_->committed_step_, impl_->nranks_, old_n);
+    try {
+      // Newcomers waiting to join (a replaced rank): rank 0 counts them, the members grow.
+      int64_t waiting = d.rank_ == 0 ? comm->waiting_newcomers() : 0;
+      comm->broadcast(&waiting, &waiting, 1, DataType::i64, 0);
+      if (waiting > 0) {
+        const int old_n = d.nranks_;
+        recover(comm->grow(static_cast<int>(waiting)));  // replaces impl_
+        HOOP_WARN("rank {}: {} rank(s) joined after step {}: {} ranks, from {}", impl_->rank_, waiting,
+                  impl_->committed_step_, impl_->nranks_, old_n);
+      }
+      return true;
+    } catch (const Error& e) {
+      // A member died after the agreement: the commit stands on every member (they all
+      // promoted), and the survivors go on from it.
+      comm->revoke(fmt::format("rank {} lost a member after step {} was committed: {}", old_rank,
+                               d.committed_step_, e.what()));
     }
-    return true;
   }
-  const int old_rank = d.rank_;
-  recover(comm->shrink());  // replaces impl_: `d` is gone
+  recover(comm->shrink());  // replaces impl_: `d` is gone (the last commit's states are restored)
   impl_->last_recovery_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   HOOP_WARN("rank {} (now rank {} of {}): step {} is redone from the last commit after {:.3f} s of recovery",
             old_rank, impl_->rank_, impl_->nranks_, impl_->committed_step_ + 1, impl_->last_recovery_seconds_);

@@ -203,6 +203,7 @@ int train(const TrainOptions& o) {
       ok = false;
     }
     if (survive && !dp.commit(ok)) {
+      i = static_cast<int>(dp.steps_done() - first_step);  // the last commit may be this step
       // Back at the last commit over the survivors: the step is done again, on a new share.
       if (!failed) failed_step_start = t0;
       failed = true;
