@@ -39,7 +39,8 @@ namespace hoop::detail {
 std::chrono::milliseconds comm_timeout(const CommOptions& opts);
 
 class P2pEngine;
-struct RevokeWatch;  // comm_revoke.cc
+struct RevokeWatch;    // comm_revoke.cc
+struct SurvivorQuery;  // survivors.h
 
 // What every rank publishes about itself at start-up.
 struct PeerInfo {
@@ -146,6 +147,8 @@ class CommImpl {
   std::optional<std::string> revocation_in_store() const;
   // What explains a failure as a revoke: the one heard, else the store's record (then heard).
   std::optional<std::string> revocation_explaining_failure();
+  // What shrink and agree settle on (survivors.h): the n-th of kind `op` on this communicator.
+  SurvivorQuery survivor_query(const char* op, uint64_t n);
   // `suspect`: a peer seen to fail, given a moment to be gone.
   std::vector<int> dead_members(int suspect = -1) const;
   void poison_links(const std::string& reason) noexcept;

@@ -32,21 +32,25 @@ std::vector<int> missing_from(const std::vector<Survivor>& list, int nranks) {
 
 }  // namespace
 
+SurvivorQuery CommImpl::survivor_query(const char* op, uint64_t n) {
+  SurvivorQuery q;
+  q.store = job_->store.get();
+  q.prefix = fmt::format("hoop/c{:x}/{}{}", comm_id_, op, n);  // hoop/c<id>/shrink1, .../agree1
+  q.rank = rank_;
+  q.nranks = size();
+  q.timeout = timeout();
+  q.dead = [this] { return dead_members(); };
+  q.op = op;
+  return q;
+}
+
 std::shared_ptr<Communicator> CommImpl::shrink() {
   uint64_t n;
   {
     std::lock_guard lk(mu_);
     n = ++shrink_count_;
   }
-  SurvivorQuery q;
-  q.store = job_->store.get();
-  q.prefix = fmt::format("hoop/c{:x}/shrink{}", comm_id_, n);
-  q.rank = rank_;
-  q.nranks = size();
-  q.timeout = timeout();
-  q.dead = [this] { return dead_members(); };
-  q.op = "shrink";
-  const std::vector<Survivor> list = settle_survivors(q, "");
+  const std::vector<Survivor> list = settle_survivors(survivor_query("shrink", n), "");
   const std::vector<int> gone = missing_from(list, size());
 
   std::vector<PeerInfo> peers;
@@ -70,15 +74,7 @@ Agreement CommImpl::agree(bool value) {
     std::lock_guard lk(mu_);
     n = ++agree_count_;
   }
-  SurvivorQuery q;
-  q.store = job_->store.get();
-  q.prefix = fmt::format("hoop/c{:x}/agree{}", comm_id_, n);
-  q.rank = rank_;
-  q.nranks = size();
-  q.timeout = timeout();
-  q.dead = [this] { return dead_members(); };
-  q.op = "agree";
-  const std::vector<Survivor> list = settle_survivors(q, value ? "1" : "0");
+  const std::vector<Survivor> list = settle_survivors(survivor_query("agree", n), value ? "1" : "0");
   Agreement a;
   a.value = std::all_of(list.begin(), list.end(), [](const Survivor& s) { return s.value == "1"; });
   a.failed_ranks = missing_from(list, size());
