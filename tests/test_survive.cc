@@ -409,6 +409,39 @@ TEST_P(Survive, AReplacementJoinsAfterAShrink) {
   }
 }
 
+// A newcomer that dies as soon as it has joined: the grown communicator's first operation fails
+// on every member, naming it, and a shrink brings them back to the old size.
+TEST_P(Survive, ANewcomerDyingDuringGrowIsShrunkAway) {
+  const SurviveParam p = GetParam();
+  const int members = p.nranks;
+  auto results = run_ranks(members + 1, [&](RankContext& ctx) {
+    if (ctx.rank == members) {
+      join(ctx, p);
+      die();
+    }
+    auto mine = member_comm(ctx, members, p);
+    auto grown = mine->grow(1);
+    ASSERT_EQ(grown->size(), members + 1);
+    try {
+      expect_exact_allreduce(*grown, 1 << 12);
+      ADD_FAILURE() << "an allreduce with the dead newcomer succeeded";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.failed_ranks(), std::vector<int>{members}) << e.what();
+    }
+    auto back = grown->shrink();
+    ASSERT_EQ(back->size(), members);
+    EXPECT_EQ(back->rank(), mine->rank());
+    expect_exact_allreduce(*back, 555);
+  });
+  for (const auto& r : results) {
+    if (r.rank == members) {
+      EXPECT_EQ(r.signal, SIGKILL);
+    } else {
+      EXPECT_TRUE(r.ok()) << "member " << r.rank << " exited " << r.exit_code;
+    }
+  }
+}
+
 // A grow whose newcomer never comes is a timeout naming the tickets, not a hang; the members'
 // communicator is still usable.
 TEST_P(Survive, GrowWithoutNewcomersTimesOut) {
