@@ -13,7 +13,8 @@
 
 namespace hoop::detail {
 
-void CommImpl::fail(const Error& e) {
+void CommImpl::fail(const Error& raised) {
+  const Error e = raised.code() == ErrorCode::timeout ? blame_stopped_member(raised) : raised;
   // The first failure of the communicator is recorded before anything else, so that every rank
   // that fails because of it (its links poisoned, a connection closed) can name it.
   const std::string mine = e.what();

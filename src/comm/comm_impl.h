@@ -151,6 +151,11 @@ class CommImpl {
   SurvivorQuery survivor_query(const char* op, uint64_t n);
   // `suspect`: a peer seen to fail, given a moment to be gone.
   std::vector<int> dead_members(int suspect = -1) const;
+  // The members of this machine whose process is stopped (SIGSTOP, a debugger).
+  std::vector<int> stopped_members() const;
+  // A timeout behind a stopped member names it: the rank this one waited on may itself be
+  // waiting on the stopped one, and whichever times out first must say what holds them all.
+  Error blame_stopped_member(const Error& timeout) const;
   void poison_links(const std::string& reason) noexcept;
   void worker_loop();
   void run_task(OpTask& t);

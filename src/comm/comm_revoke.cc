@@ -7,6 +7,7 @@
 // its watcher wakes (the revoker poisons its links) looks the record up itself (CommImpl::fail).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -181,6 +182,35 @@ std::vector<int> CommImpl::dead_members(int suspect) const {
     if (!alive) dead.push_back(r);
   }
   return dead;
+}
+
+std::vector<int> CommImpl::stopped_members() const {
+  std::vector<int> stopped;
+  const std::string& here = peers_[static_cast<size_t>(rank_)].machine_id;
+  for (int r = 0; r < size(); ++r) {
+    const PeerInfo& p = peers_[static_cast<size_t>(r)];
+    if (r == rank_ || p.pid <= 0 || p.machine_id != here) continue;
+    if (transport::shm::ProcessLiveness::stopped(static_cast<pid_t>(p.pid))) stopped.push_back(r);
+  }
+  return stopped;
+}
+
+Error CommImpl::blame_stopped_member(const Error& timeout) const {
+  const std::vector<int> stopped = stopped_members();
+  if (stopped.empty()) return timeout;
+  ErrorContext ctx = timeout.context();
+  const bool waited_on_it = std::find(stopped.begin(), stopped.end(), ctx.peer) != stopped.end();
+  const int held_by = waited_on_it ? ctx.peer : stopped.front();
+  const PeerInfo& p = peers_[static_cast<size_t>(held_by)];
+  std::string detail = timeout.detail();
+  if (!waited_on_it) {
+    detail += fmt::format(" [rank {} (pid {}) is stopped (SIGSTOP or a debugger): it holds up the ranks waiting on it]",
+                          held_by, p.pid);
+    ctx.peer = held_by;
+  } else {
+    detail += fmt::format(" [rank {} (pid {}) is stopped (SIGSTOP or a debugger)]", held_by, p.pid);
+  }
+  return Error(timeout.code(), detail, ctx, timeout.failed_ranks());
 }
 
 }  // namespace hoop::detail

@@ -63,4 +63,9 @@ bool ProcessLiveness::alive(pid_t pid) {
   return st->start_time == watched_start_time_;
 }
 
+bool ProcessLiveness::stopped(pid_t pid) {
+  const auto st = read_process_state(pid);
+  return st && (st->state == 'T' || st->state == 't');
+}
+
 }  // namespace hoop::transport::shm

@@ -13,6 +13,9 @@ class ProcessLiveness {
  public:
   // False once the process is gone, a zombie, or replaced by another with the same pid.
   bool alive(pid_t pid);
+  // True while the process is stopped (SIGSTOP, SIGTSTP, a debugger): alive, yet it will not
+  // move, and every peer waiting on it will time out.
+  static bool stopped(pid_t pid);
 
  private:
   pid_t watched_pid_ = 0;
