@@ -1,6 +1,7 @@
 #include "direct/direct_region.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -169,8 +170,25 @@ Region::Region(std::byte* base, size_t bytes, std::string name, int fd)
 }
 
 Region::~Region() {
+  if (fd_ >= 0) {
+    // Rank 0 may finish an operation (its part of a broadcast) and destroy its communicator
+    // before a slower peer has opened the descriptor: hold it until every rank has mapped the
+    // region, a peer still out is gone, or a bounded wait ends.
+    const auto* h = reinterpret_cast<const RegionHeader*>(base_);
+    const auto until = Clock::now() + kCloseGrace;
+    while (h->attached.load(std::memory_order_acquire) < geo_.nranks && !poisoned() && Clock::now() < until) {
+      bool someone_alive_out = false;
+      for (int r = 1; r < geo_.nranks && !someone_alive_out; ++r) {
+        if (ranks_[r].pid != 0) continue;
+        const pid_t pid = static_cast<size_t>(r) < pids_.size() ? pids_[static_cast<size_t>(r)] : 0;
+        someone_alive_out = pid <= 0 || ::kill(pid, 0) == 0;
+      }
+      if (!someone_alive_out) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ::close(fd_);
+  }
   ::munmap(base_, bytes_);
-  if (fd_ >= 0) ::close(fd_);
 }
 
 std::unique_ptr<Region> Region::open(const RegionParams& p, Store& store, TimePoint deadline,
@@ -194,6 +212,7 @@ std::unique_ptr<Region> Region::open(const RegionParams& p, Store& store, TimePo
     base = attach(p, store, deadline, abort_flag, &name, &bytes, ctx);
   }
   std::unique_ptr<Region> region(new Region(base, bytes, name, fd));
+  region->pids_ = p.pids;
   populate_own_pages(base, region->geometry(), p.rank);
   auto* h = reinterpret_cast<RegionHeader*>(base);
   region->control(p.rank).pid = static_cast<int32_t>(::getpid());

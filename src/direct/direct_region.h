@@ -1,15 +1,17 @@
 // The shared-memory region of one communicator whose ranks all run on this host.
 //
-// Rank 0 creates the segment (/dev/shm/hoop-<job>-c<comm>-direct-<pid>), reserves and
-// pre-faults it, initialises it and publishes its name in the store; every other rank waits for
-// the name, maps it (pre-faulted as well) and records itself. The last rank to attach unlinks
-// the name, so nothing stays in /dev/shm once everyone is in, whatever happens later; a name
-// orphaned by a rank that never arrived is swept by hoop-run with the job's other segments.
+// Rank 0 creates the region as a memfd (no name in /dev/shm, so nothing to leave behind),
+// reserves and pre-faults it, initialises it and publishes /proc/<its pid>/fd/<fd> in the store;
+// every other rank waits for that path, opens and maps it (pre-faulted as well) and records
+// itself. Rank 0 holds the descriptor until every rank has mapped the region (or a rank still
+// out is dead, or a short grace ends): a peer slower than rank 0's whole first operation can
+// still open it.
 #pragma once
 
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -73,6 +75,8 @@ class Region {
   size_t bytes_;
   std::string name_;  // the path the peers open (/proc/<rank 0's pid>/fd/<fd>)
   int fd_;            // rank 0: the memfd, held so that the peers can open it; else -1
+  std::vector<pid_t> pids_;  // every rank's, for the wait at close
+  static constexpr auto kCloseGrace = std::chrono::seconds(2);
   RegionGeometry geo_;
   PoisonBlock* poison_;
   RankControl* ranks_;
