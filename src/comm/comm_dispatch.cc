@@ -42,7 +42,7 @@ bool direct_runs_here(OpType op, const schedule::Reach& reach) {
 
 void CommImpl::execute(const OpTask& t) {
   const ErrorContext ctx{rank_, std::string(to_string(t.desc.op)), t.seq, -1};
-  if (revoked()) throw_error(ErrorCode::revoked, fmt::format("the communicator was revoked: {}", *revocation()), ctx);
+  refuse_if_revoked(t);
   if (failure_) {
     throw_error(failure_->code(), fmt::format("the communicator is unusable after an earlier failure: {}", failure_->what()),
                 ctx);

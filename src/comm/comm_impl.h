@@ -143,6 +143,8 @@ class CommImpl {
   void start_revoke_watch();
   void stop_revoke_watch() noexcept;
   void on_revoked(const std::string& message);
+  // Throws ErrorCode::revoked, naming `t`, once a revoke is heard: later operations fail at once.
+  void refuse_if_revoked(const OpTask& t) const;
   std::optional<std::string> revocation() const;
   std::optional<std::string> revocation_in_store() const;
   // What explains a failure as a revoke: the one heard, else the store's record (then heard).

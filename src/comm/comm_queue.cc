@@ -58,12 +58,14 @@ P2pCall p2p_call(const OpTask& t, std::chrono::milliseconds timeout) {
 
 RecvStatus CommImpl::point_to_point(const OpTask& t) {
   validate(t);
+  refuse_if_revoked(t);
   start_revoke_watch();
   return p2p_->run(p2p_call(t, timeout()));
 }
 
 Work CommImpl::point_to_point_async(const OpTask& t) {
   validate(t);
+  refuse_if_revoked(t);
   start_revoke_watch();
   return p2p_->post(p2p_call(t, timeout()));
 }

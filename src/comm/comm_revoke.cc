@@ -18,6 +18,7 @@
 #include "comm/p2p_engine.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/op_traits.h"
 #include "transport/shm/process_liveness.h"
 
 namespace hoop::detail {
@@ -128,17 +129,26 @@ void CommImpl::on_revoked(const std::string& message) {
   {
     std::lock_guard lk(revoke_mu_);
     if (revoked_) return;
+    // The abort is raised before the revoke shows: a thread that sees revoked() and starts an
+    // operation finds the engines aborted, not a link that still carries its message.
+    p2p_->note_abort_reason(message, ErrorCode::revoked);
+    abort_flag_.store(true);
     revoked_ = message;
     revoked_flag_.store(true);
   }
   HOOP_WARN("rank {}: {}", rank_, message);
-  p2p_->note_abort_reason(message, ErrorCode::revoked);
-  abort_flag_.store(true);
   waiter_.interrupt();
   p2p_->abort(message, ErrorCode::revoked);
   std::lock_guard lk(mu_);
   // A running operation sees the flag and poisons the links as it fails.
   if (!busy_) poison_links(message);
+}
+
+void CommImpl::refuse_if_revoked(const OpTask& t) const {
+  if (!revoked()) return;
+  const int peer = is_point_to_point(t.desc.op) ? t.desc.root : -1;
+  throw_error(ErrorCode::revoked, fmt::format("the communicator was revoked: {}", *revocation()),
+              ErrorContext{rank_, std::string(to_string(t.desc.op)), t.seq, peer});
 }
 
 std::optional<std::string> CommImpl::revocation() const {
