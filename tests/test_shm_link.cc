@@ -855,6 +855,35 @@ TEST(ShmLink, TimesOutWhenTheCreatorNeverInitialises) {
   }
 }
 
+// A creator that dies before it initialises its segment is reported as dead at once, not
+// after the deadline, and its half-made segment goes with it.
+TEST(ShmLink, CreatorDyingBeforeItInitialisesIsReportedAtOnce) {
+  const auto job = test_job_id("deadinit");
+  const std::string name = "/" + shm_segment_prefix(job) + "c7-0-1";
+  for (bool sized : {false, true}) {
+    const pid_t creator = fork_child([&] {
+      const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+      if (fd < 0) _exit(1);
+      if (sized && ftruncate(fd, 1 << 20) != 0) _exit(2);
+      _exit(0);  // dies half-way: never marked ready
+    });
+    ASSERT_EQ(wait_child(creator), 0);
+    const auto t0 = Clock::now();
+    try {
+      shm_connect(link_params(job, 0, 1, creator), Clock::now() + 10s);
+      ADD_FAILURE() << "shm_connect returned";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::peer_failure) << e.what();
+      EXPECT_EQ(e.peer(), 1);
+      EXPECT_NE(e.detail().find("rank 1 (pid " + std::to_string(creator) + ") has exited"), std::string::npos)
+          << e.detail();
+      EXPECT_NE(e.detail().find(name), std::string::npos) << e.detail();
+    }
+    EXPECT_LT(seconds_between(t0, Clock::now()), 2.0);
+    EXPECT_TRUE(job_entries(job).empty()) << "the half-made segment was left behind";
+  }
+}
+
 TEST(ShmLink, RefusesBadParameters) {
   EXPECT_THROW(connect(link_params("", 0, 1)), Error);
   EXPECT_THROW(connect(link_params("a/b", 0, 1)), Error);

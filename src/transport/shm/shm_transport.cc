@@ -19,6 +19,7 @@
 #include "core/errors.h"
 #include "core/log.h"
 #include "core/params.h"
+#include "transport/shm/process_liveness.h"
 #include "transport/shm/shm_layout.h"
 #include "transport/shm/shm_link.h"
 
@@ -35,6 +36,8 @@ using shm::SegmentControl;
 constexpr size_t kLargestRingBytes = size_t{1} << 40;
 // How often the second arrival looks again at a segment its creator is still initialising.
 constexpr auto kAttachPoll = std::chrono::microseconds(50);
+// How often that wait asks whether the creator still lives (a read of /proc).
+constexpr auto kCreatorCheckPeriod = std::chrono::milliseconds(10);
 
 class FileDescriptor {
  public:
@@ -139,21 +142,38 @@ Attach attach_segment(int raw_fd, const std::string& name, const ShmLinkParams& 
                 ctx);
   };
 
+  // A creator that dies half-way never finishes: its death, not the deadline, ends the wait.
+  // The segment is then of no use to anyone, so its name goes too.
+  shm::ProcessLiveness liveness;
+  TimePoint next_liveness_check = Clock::now() + kCreatorCheckPeriod;
+  const auto wait_a_little = [&](const char* stage) {
+    const TimePoint now = Clock::now();
+    if (now >= deadline) timed_out(stage);
+    if (p.peer_pid > 0 && now >= next_liveness_check) {
+      next_liveness_check = now + kCreatorCheckPeriod;
+      if (!liveness.alive(p.peer_pid)) {
+        shm_unlink(name.c_str());
+        throw_error(ErrorCode::peer_failure,
+                    fmt::format("rank {} (pid {}) has exited: it created shared-memory segment {} but did "
+                                "not {}",
+                                p.peer_rank, static_cast<int>(p.peer_pid), name, stage),
+                    ctx);
+      }
+    }
+    std::this_thread::sleep_for(kAttachPoll);
+  };
+
   struct stat st {};
   for (;;) {
     if (fstat(fd.get(), &st) != 0) throw_system_error(ErrorCode::transport, "fstat " + name, errno, ctx);
     if (static_cast<size_t>(st.st_size) >= kDataOffset) break;
-    if (Clock::now() >= deadline) timed_out("size it");
-    std::this_thread::sleep_for(kAttachPoll);
+    wait_a_little("size it");
   }
   Mapping head(map_segment(fd.get(), kDataOffset, PROT_READ, 0), kDataOffset);
   if (head.get() == nullptr) throw_system_error(ErrorCode::transport, "mmap " + name, errno, ctx);
   const auto* control = static_cast<const SegmentControl*>(head.get());
   const auto& h = control->header;
-  while (h.ready.load(std::memory_order_acquire) != kSegmentReady) {
-    if (Clock::now() >= deadline) timed_out("initialise it");
-    std::this_thread::sleep_for(kAttachPoll);
-  }
+  while (h.ready.load(std::memory_order_acquire) != kSegmentReady) wait_a_little("initialise it");
 
   const int side = p.my_rank < p.peer_rank ? 0 : 1;
   const size_t capacity = h.capacity;
