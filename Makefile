@@ -48,11 +48,12 @@ test-asan: deps
 
 # ThreadSanitizer over the engine, transport, store, communicator, error and soak suites (whose
 # ranks run several threads: progress threads, async work, listeners). Suppressions, each one
-# a documented false positive, are in tests/tsan.supp.
+# a documented false positive, are in tests/tsan.supp. The programs these suites start are built
+# here too.
 TSAN_TESTS := 'Engine|Waiter|Shm|Tcp|Store|Features|CommErrors|Soak|P2p|Survive'
 test-tsan: deps
 	cmake --preset tsan >/dev/null
-	cmake --build --preset tsan -j $(JOBS) --target hoop_tests hoop-run hoop-bench hoop-startup
+	cmake --build --preset tsan -j $(JOBS) --target hoop_tests hoop-run hoop-bench hoop-startup hoop-train
 	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" \
 	  HOOP_TEST_SCALE=small HOOP_SOAK_OPS=300 ctest --preset tsan -j $(JOBS) --timeout 900 -R $(TSAN_TESTS)
 
