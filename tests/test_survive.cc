@@ -472,6 +472,52 @@ std::vector<SurviveParam> survive_params() {
   return out;
 }
 
+// A rank that fails before it ever linked to a peer cannot poison that link: the peer, stalled,
+// finds the failure recorded in the store and gives up within a second, not at its timeout.
+// Rank 1 waits in a broadcast from rank 0, which never comes, and times out after 200 ms;
+// rank 2 waits in a ring AllReduce for rank 1, which never joins it.
+TEST(SurviveStalled, AFailureRecordedElsewhereEndsAStalledStep) {
+  for (const char* transport : {"shm", "tcp"}) {
+    SCOPED_TRACE(transport);
+    auto results = run_ranks(3, [&](RankContext& ctx) {
+      auto comm = ctx.make_comm(options(SurviveParam{3, transport}));
+      auto store = ctx.store();
+      std::vector<int64_t> v(1000, comm->rank());
+      if (comm->rank() == 0) {
+        await(*store, "done", 1);  // joins nothing until rank 2 has given up
+        return;
+      }
+      OpOptions o;
+      const auto start = std::chrono::steady_clock::now();
+      try {
+        if (comm->rank() == 1) {
+          o.algo = "naive";
+          o.timeout = 200ms;
+          comm->broadcast(v.data(), v.data(), v.size(), DataType::i64, 0, o);
+        } else {
+          o.algo = "ring";
+          comm->allreduce(v.data(), v.data(), v.size(), DataType::i64, RedOp::sum, o);
+        }
+        ADD_FAILURE() << "an operation rank " << (comm->rank() == 1 ? 0 : 1) << " never joined succeeded";
+      } catch (const Error& e) {
+        if (comm->rank() == 1) {
+          EXPECT_EQ(e.code(), ErrorCode::timeout) << e.what();
+        } else {
+          EXPECT_EQ(e.code(), ErrorCode::peer_failure) << e.what();
+          // The rank it waits on: 1 in the step, or 0 whose connection a TCP link waits for first.
+          EXPECT_TRUE(e.peer() == 1 || e.peer() == 0) << e.what();
+          EXPECT_NE(std::string(e.what()).find("first failure in this communicator: hoop rank 1: broadcast"),
+                    std::string::npos)
+              << e.what();
+          EXPECT_LT(seconds_since(start), 2.0) << e.what();
+          arrive(*store, "done");
+        }
+      }
+    });
+    EXPECT_TRUE(all_ok(results));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, Survive, ::testing::ValuesIn(survive_params()), param_name);
 
 }  // namespace

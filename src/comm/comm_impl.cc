@@ -81,6 +81,7 @@ CommImpl::CommImpl(std::shared_ptr<JobContext> job, uint64_t comm_id, int rank,
     timeline->claim(comm_id_);
   }
   p2p_->set_revocation_lookup([this] { return revocation_explaining_failure(); });
+  engine_.set_failure_probe([this] { return failure_in_store(); });
 }
 
 CommImpl::~CommImpl() {

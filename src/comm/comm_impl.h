@@ -137,6 +137,8 @@ class CommImpl {
   void run_direct(const OpTask& t, std::chrono::milliseconds timeout);
   transport::Link& link(int peer, int channel, TimePoint deadline);
   void fail(const Error& e);
+  // The first failure recorded in the store for this communicator, if any (comm_failure.cc).
+  std::optional<std::string> failure_in_store() const;
   // Revocation (comm_revoke.cc): the watcher thread's start (at the first operation: a
   // communicator that runs none costs no store request for it), its end, what a member does
   // once it learns of a revoke, the record of one (if any), and the members whose process is gone.

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "comm/failure_record.h"
 #include "core/errors.h"
 
 namespace hoop::detail {
@@ -46,6 +47,7 @@ transport::TcpLinkParams LinkTarget::tcp(int peer, int channel) const {
   params.peer_addresses = p.tcp;
   params.same_host = p.host_id == peers[static_cast<size_t>(rank)].host_id;
   if (p.machine_id == peers[static_cast<size_t>(rank)].machine_id) params.peer_pid = p.pid;
+  params.gave_up = [store = job.store, id = comm_id] { return recorded_failure(*store, id).has_value(); };
   return params;
 }
 

@@ -45,6 +45,9 @@ Engine::Engine(LinkGetter get_link, transport::Waiter& waiter, const std::atomic
 namespace {
 
 constexpr std::chrono::milliseconds kLivenessPeriod{100};
+// How long a step waits without progress before it asks whether the communicator failed
+// elsewhere, and how often it asks again (a store request each time, only while stalled).
+constexpr std::chrono::milliseconds kFailureProbePeriod{500};
 alignas(8) const std::byte kZeros[8] = {};
 
 // The per-operation state of one peer's link: the header each way and the bytes each way.
@@ -73,10 +76,10 @@ class Run {
   Run(const Engine::LinkGetter& get_link, transport::Waiter& waiter, const std::atomic<bool>& abort,
       const EngineConfig& cfg, const schedule::RankSchedule& sched, DataType elem, int nranks,
       const Buffers& bufs, const OpIdentity& id, std::chrono::milliseconds stall_timeout,
-      std::vector<PeerCounters>& counters)
+      std::vector<PeerCounters>& counters, const Engine::FailureProbe& failure_probe)
       : get_link_(get_link), waiter_(waiter), abort_(abort), cfg_(cfg), sched_(sched), elem_(elem),
         esize_(dtype_size(elem)), nranks_(nranks), bufs_(bufs), id_(id),
-        stall_timeout_(stall_timeout), counters_(counters) {
+        stall_timeout_(stall_timeout), counters_(counters), failure_probe_(failure_probe) {
     if (counters_.size() < static_cast<size_t>(nranks)) counters_.resize(static_cast<size_t>(nranks));
     for (const auto& step : sched_.steps) {
       for (const Action& a : step.actions) nchannels_ = std::max(nchannels_, a.channel + 1);
@@ -170,6 +173,7 @@ class Run {
     }
     TimePoint last_progress = Clock::now();
     TimePoint last_liveness = last_progress;
+    TimePoint last_probe = last_progress;
     while (pending > 0) {
       if (abort_.load(std::memory_order_relaxed)) {
         throw_error(ErrorCode::aborted, "the communicator was aborted", ctx(-1));
@@ -191,6 +195,10 @@ class Run {
       if (after - last_liveness >= kLivenessPeriod) {
         last_liveness = after;
         check_liveness(step);
+      }
+      if (failure_probe_ && after - last_progress >= kFailureProbePeriod && after - last_probe >= kFailureProbePeriod) {
+        last_probe = after;
+        probe_failure(step);
       }
       if (after - last_progress >= stall_timeout_) throw_timeout(step, after - last_progress);
     }
@@ -360,20 +368,33 @@ class Run {
     }
   }
 
-  [[noreturn]] void throw_timeout(const schedule::Step& step, nanoseconds stalled) {
-    // Name the first peer we are waiting to hear from, else the first we cannot send to.
-    const Action* blame = nullptr;
-    const Progress* blame_pr = nullptr;
-    for (int pass_kind = 0; pass_kind < 2 && !blame; ++pass_kind) {
+  // The first peer this step waits to hear from, else the first it cannot send to (null: none).
+  size_t blamed_action(const schedule::Step& step) const {
+    for (int pass_kind = 0; pass_kind < 2; ++pass_kind) {
       for (size_t i = 0; i < step.actions.size(); ++i) {
         const Action& a = step.actions[i];
         const bool is_recv = a.kind == ActionKind::recv_copy || a.kind == ActionKind::recv_reduce;
         if (progress_[i].complete || a.peer < 0 || is_recv != (pass_kind == 0)) continue;
-        blame = &a;
-        blame_pr = &progress_[i];
-        break;
+        return i;
       }
     }
+    return step.actions.size();
+  }
+
+  void probe_failure(const schedule::Step& step) {
+    if (!failure_probe_()) return;
+    const size_t i = blamed_action(step);
+    const int peer = i < step.actions.size() ? step.actions[i].peer : -1;
+    throw_error(ErrorCode::peer_failure,
+                peer >= 0 ? fmt::format("gave up waiting for rank {}: the communicator failed elsewhere", peer)
+                          : std::string("gave up: the communicator failed elsewhere"),
+                ctx(peer));
+  }
+
+  [[noreturn]] void throw_timeout(const schedule::Step& step, nanoseconds stalled) {
+    const size_t i = blamed_action(step);
+    const Action* blame = i < step.actions.size() ? &step.actions[i] : nullptr;
+    const Progress* blame_pr = blame ? &progress_[i] : nullptr;
     const double secs = std::chrono::duration<double>(stalled).count();
     if (!blame) throw_error(ErrorCode::timeout, fmt::format("no progress for {:.1f} s", secs), ctx(-1));
     const bool is_recv = blame->kind != ActionKind::send;
@@ -406,6 +427,7 @@ class Run {
   OpIdentity id_;
   std::chrono::milliseconds stall_timeout_;
   std::vector<PeerCounters>& counters_;
+  const Engine::FailureProbe& failure_probe_;
   Timeline* timeline_ = Timeline::global();
   int64_t step_start_ns_ = 0;
   int nchannels_ = 1;
@@ -421,7 +443,7 @@ class Run {
 void Engine::run(const schedule::RankSchedule& sched, DataType elem, int nranks, const Buffers& bufs,
                  const OpIdentity& id, std::chrono::milliseconds stall_timeout,
                  std::vector<PeerCounters>& counters) {
-  Run r(get_link_, waiter_, abort_, cfg_, sched, elem, nranks, bufs, id, stall_timeout, counters);
+  Run r(get_link_, waiter_, abort_, cfg_, sched, elem, nranks, bufs, id, stall_timeout, counters, failure_probe_);
   Timeline* timeline = Timeline::global();
   const int64_t start = timeline ? Timeline::now_ns() : 0;
   try {

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "core/clock.h"
@@ -77,11 +79,18 @@ class Engine {
 
   const EngineConfig& config() const { return cfg_; }
 
+  // Asked, while a step has made no progress for a while, whether the communicator failed
+  // elsewhere (the first failure's text, if any). A peer that failed before it ever linked to
+  // this rank cannot poison a link, and this rank would otherwise wait out its timeout.
+  using FailureProbe = std::function<std::optional<std::string>()>;
+  void set_failure_probe(FailureProbe probe) { failure_probe_ = std::move(probe); }
+
  private:
   LinkGetter get_link_;
   transport::Waiter& waiter_;
   const std::atomic<bool>& abort_;
   EngineConfig cfg_;
+  FailureProbe failure_probe_;
 };
 
 }  // namespace hoop::engine

@@ -214,7 +214,7 @@ std::unique_ptr<Link> tcp_connect(TcpListener& listener, const TcpLinkParams& p,
   if (p.my_rank < p.peer_rank) {
     fd = connect_actively(listener, p, deadline, &where);
   } else {
-    fd.reset(listener.accept_from(p.comm_id, p.peer_rank, p.my_rank, p.channel, deadline, p.peer_pid));
+    fd.reset(listener.accept_from(p.comm_id, p.peer_rank, p.my_rank, p.channel, deadline, p.peer_pid, p.gave_up));
     auto remote = hoop::remote_address(fd.get());
     where = remote ? remote->to_string() : "?";
   }

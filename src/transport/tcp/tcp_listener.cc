@@ -37,6 +37,8 @@ namespace {
 constexpr int kListenBacklog = 1024;
 // Longest sleep of the thread driving the accept loop before it looks at the clock again.
 constexpr milliseconds kDriveSlice{100};
+// How often a wait for a peer's connection asks whether the communicator failed elsewhere.
+constexpr milliseconds kGiveUpCheckPeriod{500};
 
 struct ConnKey {
   uint64_t comm_id;
@@ -288,15 +290,30 @@ uint64_t TcpListener::secret_key() const { return impl_->secret_key; }
 uint64_t TcpListener::rejected() const { return impl_->rejected.load(std::memory_order_relaxed); }
 
 int TcpListener::accept_from(uint64_t comm_id, int peer, int my_rank, int channel,
-                             TimePoint deadline, int peer_pid) {
+                             TimePoint deadline, int peer_pid, const std::function<bool()>& gave_up) {
   Impl& s = *impl_;
   const TimePoint start = Clock::now();
   const ConnKey key{comm_id, peer, my_rank, channel};
   shm::ProcessLiveness liveness;
+  TimePoint next_give_up_check = start + kGiveUpCheckPeriod;
   std::unique_lock lock(s.mu);
   for (;;) {
     if (const int conn = s.claim(key); conn >= 0) return conn;
     const TimePoint now = Clock::now();
+    if (gave_up && now >= next_give_up_check) {
+      next_give_up_check = now + kGiveUpCheckPeriod;
+      lock.unlock();  // a store request: not under the listener's lock
+      const bool failed = gave_up();
+      lock.lock();
+      if (failed) {
+        throw_error(ErrorCode::peer_failure,
+                    fmt::format("gave up waiting for a connection from rank {}: the communicator failed elsewhere "
+                                "(communicator {:#x}, channel {})",
+                                peer, comm_id, channel),
+                    ErrorContext{.rank = my_rank, .op = "tcp.accept", .seq = 0, .peer = peer});
+      }
+      continue;
+    }
     if (peer_pid > 0 && !liveness.alive(static_cast<pid_t>(peer_pid))) {
       throw_error(ErrorCode::peer_failure,
                   fmt::format("rank {} (pid {}) exited before connecting (communicator {:#x}, channel {})",

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <functional>
 #include <vector>
 
 #include "core/clock.h"
@@ -33,6 +34,9 @@ struct TcpLinkParams {
   // The peer's process when it runs on this machine (0: elsewhere or unknown): a connection
   // that waits for it ends with Error{peer_failure} once it is gone, not at the deadline.
   int peer_pid = 0;
+  // Asked now and then while waiting for the peer's connection: true once the communicator
+  // failed elsewhere (the peer may have failed before it ever connected), ending the wait.
+  std::function<bool()> gave_up;
 };
 
 class TcpListener {
@@ -58,7 +62,8 @@ class TcpListener {
   // Returns the connected socket of the handshake (comm_id, from=peer, to=my_rank, channel),
   // accepting and sorting incoming connections until it arrives; throws at deadline.
   // peer_pid as TcpLinkParams::peer_pid.
-  int accept_from(uint64_t comm_id, int peer, int my_rank, int channel, TimePoint deadline, int peer_pid = 0);
+  int accept_from(uint64_t comm_id, int peer, int my_rank, int channel, TimePoint deadline, int peer_pid = 0,
+                  const std::function<bool()>& gave_up = {});
   // The same without waiting: the socket if that handshake has arrived, else -1. Runs one round
   // of the accept loop (without sleeping) unless another thread is driving it.
   int try_accept(uint64_t comm_id, int peer, int my_rank, int channel);
