@@ -7,14 +7,11 @@
 
 #include <algorithm>
 
-#include "comm/failure_record.h"
 #include "comm/p2p_engine.h"
 #include "core/log.h"
 #include "direct/direct_comm.h"
 
 namespace hoop::detail {
-
-std::optional<std::string> CommImpl::failure_in_store() const { return recorded_failure(*job_->store, comm_id_); }
 
 void CommImpl::fail(const Error& raised) {
   const Error e = raised.code() == ErrorCode::timeout ? blame_stopped_member(raised) : raised;
@@ -23,7 +20,7 @@ void CommImpl::fail(const Error& raised) {
   const std::string mine = e.what();
   std::string first;
   try {
-    const Bytes now = job_->store->compare_set(first_failure_key(comm_id_), Bytes{}, Bytes(mine.begin(), mine.end()));
+    const Bytes now = job_->store->compare_set(fmt::format("hoop/c{:x}/error", comm_id_), Bytes{}, Bytes(mine.begin(), mine.end()));
     first.assign(now.begin(), now.end());
   } catch (...) {
     // The store may be gone with the rank that served it: the local error says enough.
@@ -39,6 +36,9 @@ void CommImpl::fail(const Error& raised) {
     failure_ = out;
     throw out;
   }
+  // The first to fail tells every member's watcher: a member stalled on a peer that failed
+  // before it ever linked to it (no link to poison) gives up then.
+  if (first == mine) announce_failure();
   const bool consequence = e.code() == ErrorCode::peer_failure || e.code() == ErrorCode::timeout;
   std::string detail = e.detail();
   if (consequence && !first.empty() && first != mine) {

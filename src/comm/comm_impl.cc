@@ -74,14 +74,14 @@ CommImpl::CommImpl(std::shared_ptr<JobContext> job, uint64_t comm_id, int rank,
               waiter_, abort_flag_, engine::config_from_env(machine_count(peers_, rank_))),
       counters_(peers_.size()),
       signature_check_(params::integer(params::Id::check) != 0),
-      p2p_(std::make_unique<P2pEngine>(LinkTarget{*job_, comm_id_, rank_, peers_, transport_mode_},
+      p2p_(std::make_unique<P2pEngine>(LinkTarget{*job_, comm_id_, rank_, peers_, transport_mode_, &failed_elsewhere_},
                                        engine_.config(), abort_flag_)) {
   if (auto* timeline = engine::Timeline::global()) {
     timeline->set_identity(rank_, size(), job_->job_id);
     timeline->claim(comm_id_);
   }
   p2p_->set_revocation_lookup([this] { return revocation_explaining_failure(); });
-  engine_.set_failure_probe([this] { return failure_in_store(); });
+  engine_.set_failure_probe([this] { return failed_elsewhere_.load(); });
 }
 
 CommImpl::~CommImpl() {

@@ -137,8 +137,10 @@ class CommImpl {
   void run_direct(const OpTask& t, std::chrono::milliseconds timeout);
   transport::Link& link(int peer, int channel, TimePoint deadline);
   void fail(const Error& e);
-  // The first failure recorded in the store for this communicator, if any (comm_failure.cc).
-  std::optional<std::string> failure_in_store() const;
+  // The first member to fail sets every other member's watch key to say so (comm_revoke.cc);
+  // a member's watcher then raises failed_elsewhere_, which its stalled waits give up on.
+  void announce_failure() noexcept;
+  void on_failed_elsewhere();
   // Revocation (comm_revoke.cc): the watcher thread's start (at the first operation: a
   // communicator that runs none costs no store request for it), its end, what a member does
   // once it learns of a revoke, the record of one (if any), and the members whose process is gone.
@@ -208,6 +210,7 @@ class CommImpl {
   mutable std::mutex revoke_mu_;
   std::optional<std::string> revoked_;
   std::atomic<bool> revoked_flag_{false};
+  std::atomic<bool> failed_elsewhere_{false};
   std::atomic<bool> watch_started_{false};  // the watcher starts with the first operation
   std::shared_ptr<RevokeWatch> revoke_watch_;
   uint64_t shrink_count_ = 0;  // shrinks and agreements so far: every live member counts alike

@@ -11,7 +11,7 @@ transport::Link& CommImpl::link(int peer, int channel, TimePoint deadline) {
   if (per_channel.size() <= static_cast<size_t>(channel)) per_channel.resize(static_cast<size_t>(channel) + 1);
   auto& slot = per_channel[static_cast<size_t>(channel)];
   if (slot) return *slot;
-  const LinkTarget target{*job_, comm_id_, rank_, peers_, transport_mode_};
+  const LinkTarget target{*job_, comm_id_, rank_, peers_, transport_mode_, &failed_elsewhere_};
   slot = target.transport(peer).connect(target, peer, channel, deadline);
   HOOP_INFO("communicator {:#x}: rank {} connected to rank {} (channel {}) over {}", comm_id_, rank_, peer,
             channel, slot->kind());

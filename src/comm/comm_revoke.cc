@@ -32,6 +32,11 @@ constexpr std::chrono::milliseconds kParkedSlice = std::chrono::minutes(10);
 constexpr std::chrono::milliseconds kPollPeriod{200};
 
 constexpr const char* kClosed = "closed";
+constexpr const char* kRevoked = "revoked";
+constexpr const char* kFailed = "failed";  // another member failed first (announce_failure)
+// After a failure is heard the watcher waits for a revoke, woken by nothing at the
+// communicator's end: it looks again this often.
+constexpr std::chrono::milliseconds kAfterFailureSlice{1000};
 // How long a failed peer's process is given to be gone before it is called alive.
 constexpr std::chrono::milliseconds kSuspectGrace{250};
 
@@ -78,6 +83,21 @@ void CommImpl::start_revoke_watch() {
         std::lock_guard lk(w->mu);
         if (!w->comm) return;
       }
+      const std::string what = text_of(w->store->get(key));
+      if (what == kClosed) return;
+      if (what == kFailed) {
+        {
+          std::lock_guard lk(w->mu);
+          if (!w->comm) return;
+          w->comm->on_failed_elsewhere();
+        }
+        // A revoke may still follow (the survivors of a failure revoke, then shrink).
+        const std::string revoked = revoked_key(w->comm_id);
+        while (!bootstrap::key_set_within(*w->store, revoked, kAfterFailureSlice, kPollPeriod)) {
+          std::lock_guard lk(w->mu);
+          if (!w->comm) return;
+        }
+      }
       const std::string why = text_of(w->store->get(revoked_key(w->comm_id)));
       std::lock_guard lk(w->mu);
       if (w->comm) w->comm->on_revoked(why);
@@ -112,13 +132,29 @@ void CommImpl::stop_revoke_watch() noexcept {
   }
 }
 
+void CommImpl::announce_failure() noexcept {
+  try {
+    auto& store = *job_->store;
+    for (int r = 0; r < size(); ++r) {
+      if (r != rank_) store.set(watch_key(comm_id_, r), bootstrap::to_bytes(kFailed));
+    }
+  } catch (...) {
+    // The store is gone: the links still tell the peers that talk to this rank.
+  }
+}
+
+void CommImpl::on_failed_elsewhere() {
+  failed_elsewhere_.store(true);
+  waiter_.interrupt();
+}
+
 void CommImpl::revoke(const std::string& reason) {
   const std::string mine = fmt::format("rank {} revoked the communicator: {}", rank_, reason);
   std::string first = mine;
   try {
     auto& store = *job_->store;
     first = text_of(store.compare_set(revoked_key(comm_id_), Bytes{}, bootstrap::to_bytes(mine)));
-    for (int r = 0; r < size(); ++r) store.set(watch_key(comm_id_, r), bootstrap::to_bytes("revoked"));
+    for (int r = 0; r < size(); ++r) store.set(watch_key(comm_id_, r), bootstrap::to_bytes(kRevoked));
   } catch (const Error& e) {
     HOOP_WARN("rank {}: revoke could not reach the store ({}); the links still tell the peers", rank_, e.what());
   }

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include "comm/failure_record.h"
 #include "core/errors.h"
 
 namespace hoop::detail {
@@ -47,7 +46,7 @@ transport::TcpLinkParams LinkTarget::tcp(int peer, int channel) const {
   params.peer_addresses = p.tcp;
   params.same_host = p.host_id == peers[static_cast<size_t>(rank)].host_id;
   if (p.machine_id == peers[static_cast<size_t>(rank)].machine_id) params.peer_pid = p.pid;
-  params.gave_up = [store = job.store, id = comm_id] { return recorded_failure(*store, id).has_value(); };
+  if (failed_elsewhere) params.gave_up = [flag = failed_elsewhere] { return flag->load(); };
   return params;
 }
 

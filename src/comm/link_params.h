@@ -3,6 +3,8 @@
 // parameters of its connect function. Shared by the collective links and the point-to-point ones.
 #pragma once
 
+#include <atomic>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -20,6 +22,8 @@ struct LinkTarget {
   int rank;
   const std::vector<PeerInfo>& peers;
   const std::string& mode;  // auto, shm, tcp
+  // Raised once another member announced the communicator's failure: waits for a peer give up.
+  const std::atomic<bool>* failed_elsewhere = nullptr;
 
   // The transport the mode picks for `peer`: the one it names, or with "auto" the first row
   // that can reach the peer. Not checked: a forced one may not reach it.

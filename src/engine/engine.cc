@@ -46,7 +46,8 @@ namespace {
 
 constexpr std::chrono::milliseconds kLivenessPeriod{100};
 // How long a step waits without progress before it asks whether the communicator failed
-// elsewhere, and how often it asks again (a store request each time, only while stalled).
+// elsewhere (a member that fails first tells the others' watchers). Not at once: a failure
+// that reaches this rank through a link names its cause better.
 constexpr std::chrono::milliseconds kFailureProbePeriod{500};
 alignas(8) const std::byte kZeros[8] = {};
 
@@ -173,7 +174,6 @@ class Run {
     }
     TimePoint last_progress = Clock::now();
     TimePoint last_liveness = last_progress;
-    TimePoint last_probe = last_progress;
     while (pending > 0) {
       if (abort_.load(std::memory_order_relaxed)) {
         throw_error(ErrorCode::aborted, "the communicator was aborted", ctx(-1));
@@ -196,10 +196,7 @@ class Run {
         last_liveness = after;
         check_liveness(step);
       }
-      if (failure_probe_ && after - last_progress >= kFailureProbePeriod && after - last_probe >= kFailureProbePeriod) {
-        last_probe = after;
-        probe_failure(step);
-      }
+      if (failure_probe_ && after - last_progress >= kFailureProbePeriod) probe_failure(step);
       if (after - last_progress >= stall_timeout_) throw_timeout(step, after - last_progress);
     }
   }

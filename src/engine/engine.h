@@ -80,9 +80,9 @@ class Engine {
   const EngineConfig& config() const { return cfg_; }
 
   // Asked, while a step has made no progress for a while, whether the communicator failed
-  // elsewhere (the first failure's text, if any). A peer that failed before it ever linked to
-  // this rank cannot poison a link, and this rank would otherwise wait out its timeout.
-  using FailureProbe = std::function<std::optional<std::string>()>;
+  // elsewhere. A peer that failed before it ever linked to this rank cannot poison a link, and
+  // this rank would otherwise wait out its timeout. Called often: it must be cheap.
+  using FailureProbe = std::function<bool()>;
   void set_failure_probe(FailureProbe probe) { failure_probe_ = std::move(probe); }
 
  private:

@@ -37,7 +37,8 @@ namespace {
 constexpr int kListenBacklog = 1024;
 // Longest sleep of the thread driving the accept loop before it looks at the clock again.
 constexpr milliseconds kDriveSlice{100};
-// How often a wait for a peer's connection asks whether the communicator failed elsewhere.
+// How long a wait for a peer's connection goes before it asks whether the communicator failed
+// elsewhere, and how often it asks again.
 constexpr milliseconds kGiveUpCheckPeriod{500};
 
 struct ConnKey {
@@ -302,10 +303,7 @@ int TcpListener::accept_from(uint64_t comm_id, int peer, int my_rank, int channe
     const TimePoint now = Clock::now();
     if (gave_up && now >= next_give_up_check) {
       next_give_up_check = now + kGiveUpCheckPeriod;
-      lock.unlock();  // a store request: not under the listener's lock
-      const bool failed = gave_up();
-      lock.lock();
-      if (failed) {
+      if (gave_up()) {
         throw_error(ErrorCode::peer_failure,
                     fmt::format("gave up waiting for a connection from rank {}: the communicator failed elsewhere "
                                 "(communicator {:#x}, channel {})",
