@@ -20,7 +20,8 @@ void CommImpl::fail(const Error& raised) {
   const std::string mine = e.what();
   std::string first;
   try {
-    const Bytes now = job_->store->compare_set(fmt::format("hoop/c{:x}/error", comm_id_), Bytes{}, Bytes(mine.begin(), mine.end()));
+    const std::string key = fmt::format("hoop/c{:x}/error", comm_id_);
+    const Bytes now = job_->store->compare_set(key, Bytes{}, Bytes(mine.begin(), mine.end()));
     first.assign(now.begin(), now.end());
   } catch (...) {
     // The store may be gone with the rank that served it: the local error says enough.

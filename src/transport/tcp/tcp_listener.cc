@@ -37,9 +37,9 @@ namespace {
 constexpr int kListenBacklog = 1024;
 // Longest sleep of the thread driving the accept loop before it looks at the clock again.
 constexpr milliseconds kDriveSlice{100};
-// How long a wait for a peer's connection goes before it asks whether the communicator failed
-// elsewhere, and how often it asks again.
-constexpr milliseconds kGiveUpCheckPeriod{500};
+// How long a wait for a peer's connection goes before it heeds a failure elsewhere in the
+// communicator (as the engine's stalled steps do).
+constexpr milliseconds kGiveUpAfter{500};
 
 struct ConnKey {
   uint64_t comm_id;
@@ -296,21 +296,16 @@ int TcpListener::accept_from(uint64_t comm_id, int peer, int my_rank, int channe
   const TimePoint start = Clock::now();
   const ConnKey key{comm_id, peer, my_rank, channel};
   shm::ProcessLiveness liveness;
-  TimePoint next_give_up_check = start + kGiveUpCheckPeriod;
   std::unique_lock lock(s.mu);
   for (;;) {
     if (const int conn = s.claim(key); conn >= 0) return conn;
     const TimePoint now = Clock::now();
-    if (gave_up && now >= next_give_up_check) {
-      next_give_up_check = now + kGiveUpCheckPeriod;
-      if (gave_up()) {
-        throw_error(ErrorCode::peer_failure,
-                    fmt::format("gave up waiting for a connection from rank {}: the communicator failed elsewhere "
-                                "(communicator {:#x}, channel {})",
-                                peer, comm_id, channel),
-                    ErrorContext{.rank = my_rank, .op = "tcp.accept", .seq = 0, .peer = peer});
-      }
-      continue;
+    if (gave_up && now - start >= kGiveUpAfter && gave_up()) {
+      throw_error(ErrorCode::peer_failure,
+                  fmt::format("gave up waiting for a connection from rank {}: the communicator failed elsewhere "
+                              "(communicator {:#x}, channel {})",
+                              peer, comm_id, channel),
+                  ErrorContext{.rank = my_rank, .op = "tcp.accept", .seq = 0, .peer = peer});
     }
     if (peer_pid > 0 && !liveness.alive(static_cast<pid_t>(peer_pid))) {
       throw_error(ErrorCode::peer_failure,

@@ -34,7 +34,7 @@ struct TcpLinkParams {
   // The peer's process when it runs on this machine (0: elsewhere or unknown): a connection
   // that waits for it ends with Error{peer_failure} once it is gone, not at the deadline.
   int peer_pid = 0;
-  // Asked now and then while waiting for the peer's connection: true once the communicator
+  // Asked while waiting for the peer's connection (cheap: a flag): true once the communicator
   // failed elsewhere (the peer may have failed before it ever connected), ending the wait.
   std::function<bool()> gave_up;
 };
