@@ -148,7 +148,7 @@ TEST_P(DpSurvive, TrainingGoesOnWithTheSurvivorsAndMatchesAFaultFreeRun) {
     const auto got = all_params(*dp);
     const auto want = reference_params();
     EXPECT_LE(max_relative_diff(got, want), 1e-5) << "rank " << ctx.rank << " after the recovery";
-  });
+  }, launcher_cleanup());
   for (const auto& r : results) {
     if (r.rank == victim) {
       EXPECT_EQ(r.signal, SIGKILL) << "the victim, rank " << victim;
@@ -210,7 +210,7 @@ TEST(DpSurviveGrow, AJoiningRankTakesAShardBack) {
       EXPECT_EQ(dp->world_size(), kRanks) << "stage " << stage;
       const auto got = all_params(*dp);
       EXPECT_LE(max_relative_diff(got, reference_params()), 1e-5) << "stage " << stage << ", rank " << ctx.rank;
-    });
+    }, launcher_cleanup());
     for (const auto& r : results) {
       if (r.rank == 1) {
         EXPECT_EQ(r.signal, SIGKILL);
@@ -243,7 +243,7 @@ TEST(DpSurviveTwoNeighbours, LosingBothCopiesOfAShardIsAClearError) {
       EXPECT_NE(std::string(e.what()).find("the shard of rank 2 is lost: ranks 2 and 1"), std::string::npos)
           << e.what();
     }
-  });
+  }, launcher_cleanup());
   for (const auto& r : results) {
     if (r.rank == 1 || r.rank == 2) {
       EXPECT_EQ(r.signal, SIGKILL);

@@ -123,7 +123,7 @@ TEST_P(Survive, RevokeFailsPendingAndLaterOperationsThenShrinkKeepsEveryone) {
     EXPECT_EQ(next->size(), comm->size());
     EXPECT_EQ(next->rank(), comm->rank());
     expect_exact_allreduce(*next, 1001);
-  });
+  }, launcher_cleanup());
   EXPECT_TRUE(all_ok(results));
 }
 
@@ -146,7 +146,7 @@ TEST_P(Survive, RevokeReachesIdleMembersWithinASecond) {
       EXPECT_TRUE(comm->revoked());
       EXPECT_LT(seconds_since(start), 1.0) << "the revoke took too long to arrive";
     }
-  });
+  }, launcher_cleanup());
   EXPECT_TRUE(all_ok(results));
 }
 
@@ -175,7 +175,7 @@ TEST_P(Survive, ShrinkAfterAKilledRank) {
     EXPECT_EQ(next->rank(), comm->rank() < victim ? comm->rank() : comm->rank() - 1);
     EXPECT_LT(seconds_since(start), 2.0);
     expect_exact_allreduce(*next, 1 << 12);
-  });
+  }, launcher_cleanup());
   expect_victim_killed(results, victim);
   for (const auto& r : results) {
     for (const auto& line : r.reports) std::cout << "  rank " << r.rank << ": " << line << "\n";
@@ -216,7 +216,7 @@ TEST_P(Survive, RankDyingDuringALargeAllReduce) {
     ASSERT_TRUE(next);
     EXPECT_EQ(next->size(), comm->size() - 1);
     expect_exact_allreduce(*next, 4097);
-  });
+  }, launcher_cleanup());
   expect_victim_killed(results, victim);
 }
 
@@ -243,7 +243,7 @@ TEST_P(Survive, RepeatedShrinksDownToOneRank) {
     }
     EXPECT_EQ(comm->rank(), 0);
     expect_exact_allreduce(*comm, 5);
-  });
+  }, launcher_cleanup());
   for (const auto& r : results) {
     if (r.rank == 0) EXPECT_TRUE(r.ok()) << "rank 0 exited " << r.exit_code;
     else EXPECT_EQ(r.signal, SIGKILL) << "rank " << r.rank;
@@ -269,7 +269,7 @@ TEST_P(Survive, AgreeIsTheSameOnEveryMemberAndNamesTheDead) {
     EXPECT_TRUE(with_dead.value);
     EXPECT_EQ(with_dead.failed_ranks, std::vector<int>{victim});
     EXPECT_LT(seconds_since(start), 2.0);
-  });
+  }, launcher_cleanup());
   expect_victim_killed(results, victim);
 }
 
@@ -298,7 +298,7 @@ TEST_P(Survive, AgreeDecidesWhenAMemberDiesHalfWayThroughArriving) {
     EXPECT_TRUE(a.value);
     EXPECT_TRUE(a.failed_ranks.empty() || a.failed_ranks == std::vector<int>{victim});
     EXPECT_LT(seconds_since(start), 2.0);
-  });
+  }, launcher_cleanup());
   expect_victim_killed(results, p.nranks - 2);
 }
 
@@ -327,7 +327,7 @@ TEST_P(Survive, RankDyingDuringShrink) {
     EXPECT_EQ(next->rank(), comm->rank() - 1);
     EXPECT_LT(seconds_since(start), 3.0);
     expect_exact_allreduce(*next, 77);
-  });
+  }, launcher_cleanup());
   expect_victim_killed(results, victim);
 }
 
@@ -366,7 +366,7 @@ TEST_P(Survive, GrowAddsNewcomersAfterTheMembers) {
     std::vector<int> token(1, comm->rank() == 0 ? 42 : 0);
     comm->broadcast(token.data(), token.data(), 1, DataType::i32, 0);
     EXPECT_EQ(token[0], 42);
-  });
+  }, launcher_cleanup());
   EXPECT_TRUE(all_ok(results));
 }
 
@@ -399,7 +399,7 @@ TEST_P(Survive, AReplacementJoinsAfterAShrink) {
     }
     ASSERT_EQ(comm->size(), members);
     expect_exact_allreduce(*comm, 4099);
-  });
+  }, launcher_cleanup());
   for (const auto& r : results) {
     if (r.rank == victim) {
       EXPECT_EQ(r.signal, SIGKILL);
@@ -432,7 +432,7 @@ TEST_P(Survive, ANewcomerDyingDuringGrowIsShrunkAway) {
     ASSERT_EQ(back->size(), members);
     EXPECT_EQ(back->rank(), mine->rank());
     expect_exact_allreduce(*back, 555);
-  });
+  }, launcher_cleanup());
   for (const auto& r : results) {
     if (r.rank == members) {
       EXPECT_EQ(r.signal, SIGKILL);
@@ -460,7 +460,7 @@ TEST_P(Survive, GrowWithoutNewcomersTimesOut) {
     }
     EXPECT_LT(seconds_since(start), 5.0);
     expect_exact_allreduce(*comm, 17);
-  });
+  }, launcher_cleanup());
   EXPECT_TRUE(all_ok(results));
 }
 
@@ -513,7 +513,7 @@ TEST(SurviveStalled, AFailureRecordedElsewhereEndsAStalledStep) {
           arrive(*store, "done");
         }
       }
-    });
+    }, launcher_cleanup());
     EXPECT_TRUE(all_ok(results));
   }
 }

@@ -15,9 +15,11 @@
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <random>
 #include <thread>
 
 #include "hoop/store.h"
+#include "transport/shm/shm_transport.h"
 
 namespace hoop::test {
 
@@ -41,8 +43,11 @@ std::shared_ptr<Store> RankContext::store() const {
 }
 
 std::string unique_job_id() {
+  // Process ids repeat (pid_max is often 32768), so a part drawn at random keeps a job of this
+  // test from meeting a segment an earlier test process of the same pid left behind.
+  static const unsigned salt = std::random_device{}() % 46656;
   static std::atomic<int> counter{0};
-  return "t" + std::to_string(::getpid()) + "x" + std::to_string(counter++);
+  return "t" + std::to_string(::getpid()) + "s" + std::to_string(salt) + "x" + std::to_string(counter++);
 }
 
 std::vector<std::string> hoop_shm_entries() {
@@ -224,7 +229,14 @@ std::vector<RankResult> run_ranks(int n, const std::function<void(RankContext&)>
   }
   ::kill(store_pid, SIGKILL);
   ::waitpid(store_pid, nullptr, 0);
+  if (opts.remove_segments) transport::shm_remove_job_segments(job);
   return results;
+}
+
+SpawnOptions launcher_cleanup() {
+  SpawnOptions o;
+  o.remove_segments = true;
+  return o;
 }
 
 ::testing::AssertionResult all_ok(const std::vector<RankResult>& results) {

@@ -46,7 +46,13 @@ struct SpawnOptions {
   std::vector<std::pair<std::string, std::string>> env;
   // Called in the parent after all ranks started (e.g. to kill one): gets their pids.
   std::function<void(const std::vector<int>& pids)> on_started;
+  // Once every rank has exited, remove what the job left in /dev/shm, as a launcher does. For
+  // tests that kill or fail ranks on purpose; leak checks leave it off and look for themselves.
+  bool remove_segments = false;
 };
+
+// Options of a job whose ranks fail on purpose: remove_segments set.
+SpawnOptions launcher_cleanup();
 
 // The body's exceptions and gtest failures make the child exit non-zero (the message goes to
 // stderr); the parent returns every rank's result. Ranks left running at timeout are killed.
