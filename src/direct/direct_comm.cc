@@ -61,7 +61,8 @@ OpSignature DirectComm::signature(const Call& c) const {
 
 size_t DirectComm::input_bytes(const Call& c) const {
   const size_t bytes = c.count * dtype_size(c.dtype);
-  return c.op == OpType::reducescatter ? bytes * static_cast<size_t>(p_.nranks) : bytes;
+  const bool n_blocks = c.op == OpType::reducescatter || c.op == OpType::alltoall;
+  return n_blocks ? bytes * static_cast<size_t>(p_.nranks) : bytes;
 }
 
 void DirectComm::run(const Call& c, std::chrono::milliseconds timeout) {
@@ -106,6 +107,7 @@ void DirectComm::run_native(const Call& c) {
     case OpType::reducescatter: large_reducescatter(c); return;
     case OpType::allgather: large_allgather(c); return;
     case OpType::broadcast: large_broadcast(c); return;
+    case OpType::alltoall: large_alltoall(c); return;
     default: throw_error(ErrorCode::internal, "shm-direct does not run this collective", sync_->context());
   }
 }
@@ -121,6 +123,7 @@ bool DirectComm::single_copy(const Call& c) const {
     case OpType::reducescatter:
     case OpType::allgather: return bytes * static_cast<size_t>(p_.nranks) >= single_copy_bytes_;
     // Reduce stays on the slots: non-roots have no output buffer to leave their part in.
+    // AllToAll too: in place, a rank would overwrite the blocks its peers still read.
     default: return false;
   }
 }

@@ -9,6 +9,8 @@
 //    part it reduces itself), reduces its 1/N part reading every peer's slot (rank order,
 //    vectorized kernels), leaves the result in its own slot, and every rank copies the other
 //    parts out. `stages` slots per rank keep several chunks in flight.
+//  - AllToAll: block p of every rank's input goes to rank p, through the cells or, chunk by
+//    chunk, the slots (a chunk holds the same sub-range of every block, as for ReduceScatter).
 //  - Single copy, where the kernel lets ranks read each other's memory: ReduceScatter,
 //    AllGather and Broadcast from Tunables::single_copy_bytes, AllReduce from
 //    Tunables::single_copy_allreduce_bytes. Ranks read each other's buffers with
@@ -93,7 +95,12 @@ class DirectComm {
     size_t len(size_t k) const { return std::min(per, count - k * per); }
   };
   Chunks take_chunks(size_t count, size_t per_chunk);
+  // ReduceScatter and AllToAll: a chunk holds the same sub-range of every block, block p at
+  // p * per of the slot; copy_blocks_in puts chunk k of every block but the own one there.
+  Chunks take_block_chunks(const Call& c);
+  void copy_blocks_in(const Call& c, const Chunks& ch, size_t k);
   void large_broadcast(const Call& c);
+  void large_alltoall(const Call& c);
   // Waits until every rank released stage (g % stages) of chunk g - stages.
   void wait_stage_free(uint64_t g);
   void publish_chunk_in(uint64_t g, const OpSignature& sig);

@@ -21,6 +21,18 @@ bool overlaps(const void* a, size_t abytes, const void* b, size_t bbytes) {
   return abytes > 0 && bbytes > 0 && pa < pb + bbytes && pb < pa + abytes;
 }
 
+// Chunk by chunk, in, then out; with two or more stages the next chunk goes in before this one
+// is collected.
+template <class In, class Out>
+void copy_in_then_out(size_t chunks, size_t stages, const In& copy_in, const Out& copy_out) {
+  copy_in(0);
+  for (size_t k = 0; k < chunks; ++k) {
+    if (stages > 1 && k + 1 < chunks) copy_in(k + 1);
+    copy_out(k);
+    if (stages == 1 && k + 1 < chunks) copy_in(k + 1);
+  }
+}
+
 }  // namespace
 
 DirectComm::Chunks DirectComm::take_chunks(size_t count, size_t per_chunk) {
@@ -150,33 +162,41 @@ void DirectComm::large_allreduce(const Call& c, bool only_root_gets_result) {
 
 // ReduceScatter: block p of every rank's input goes to rank p. A chunk holds the same
 // sub-range of every block.
+DirectComm::Chunks DirectComm::take_block_chunks(const Call& c) {
+  const size_t es = dtype_size(c.dtype);
+  const size_t align = std::max<size_t>(1, kLine / es);
+  size_t per_block = region_->geometry().chunk_bytes / static_cast<size_t>(p_.nranks) / es;
+  if (per_block >= align) per_block = per_block / align * align;
+  return take_chunks(c.count, std::max<size_t>(per_block, 1));
+}
+
+void DirectComm::copy_blocks_in(const Call& c, const Chunks& ch, size_t k) {
+  const uint64_t g = ch.g0 + k;
+  const size_t es = dtype_size(c.dtype);
+  wait_stage_free(g);
+  std::byte* slot = region_->slot(p_.rank, g % region_->geometry().stages);
+  const auto* send = static_cast<const std::byte*>(c.send);
+  for (int p = 0; p < p_.nranks; ++p) {
+    if (p == p_.rank) continue;
+    std::memcpy(slot + static_cast<size_t>(p) * ch.per * es,
+                send + (static_cast<size_t>(p) * c.count + k * ch.per) * es, ch.len(k) * es);
+  }
+  publish_chunk_in(g, current_sig_);
+}
+
 void DirectComm::large_reducescatter(const Call& c) {
   const int n = p_.nranks, me = p_.rank;
   const size_t es = dtype_size(c.dtype);
   const size_t stages = region_->geometry().stages;
-  const size_t align = std::max<size_t>(1, kLine / es);
-  size_t per_block = region_->geometry().chunk_bytes / static_cast<size_t>(n) / es;
-  if (per_block >= align) per_block = per_block / align * align;
-  per_block = std::max<size_t>(per_block, 1);
-  const Chunks ch = take_chunks(c.count, per_block);
+  const Chunks ch = take_block_chunks(c);
+  const size_t per_block = ch.per;
   const OpSignature sig = current_sig_;
   const auto* send = static_cast<const std::byte*>(c.send);
   auto* recv = static_cast<std::byte*>(c.recv);
   const size_t block_bytes = c.count * es;
   const bool reduce_into_recv = !overlaps(recv, block_bytes, send, block_bytes * static_cast<size_t>(n));
 
-  const auto copy_in = [&](size_t k) {
-    const uint64_t g = ch.g0 + k;
-    wait_stage_free(g);
-    const size_t len = ch.len(k);
-    std::byte* slot = region_->slot(me, g % stages);
-    for (int p = 0; p < n; ++p) {
-      if (p == me) continue;
-      std::memcpy(slot + static_cast<size_t>(p) * per_block * es,
-                  send + (static_cast<size_t>(p) * c.count + k * per_block) * es, len * es);
-    }
-    publish_chunk_in(g, sig);
-  };
+  const auto copy_in = [&](size_t k) { copy_blocks_in(c, ch, k); };
   const auto reduce_own = [&](size_t k) {
     const uint64_t g = ch.g0 + k;
     const size_t s = g % stages;
@@ -201,6 +221,34 @@ void DirectComm::large_reducescatter(const Call& c) {
     reduce_own(k);
     if (k + 1 < ch.n) copy_in(k + 1);
   }
+}
+
+// AllToAll: block p of every rank's input goes to rank p, a chunk holding the same sub-range
+// of every block. In place is safe: chunk k of every block is in the slot before the peers'
+// chunk k overwrites it, and chunk k + 1 is still untouched.
+void DirectComm::large_alltoall(const Call& c) {
+  const int n = p_.nranks, me = p_.rank;
+  const size_t es = dtype_size(c.dtype);
+  const size_t stages = region_->geometry().stages;
+  const Chunks ch = take_block_chunks(c);
+  const OpSignature sig = current_sig_;
+  const auto* send = static_cast<const std::byte*>(c.send);
+  auto* recv = static_cast<std::byte*>(c.recv);
+  const auto at = [&](int block, size_t k) { return (static_cast<size_t>(block) * c.count + k * ch.per) * es; };
+  const auto copy_in = [&](size_t k) { copy_blocks_in(c, ch, k); };
+  const auto copy_out = [&](size_t k) {
+    const uint64_t g = ch.g0 + k;
+    const size_t len = ch.len(k) * es;
+    if (recv + at(me, k) != send + at(me, k)) std::memmove(recv + at(me, k), send + at(me, k), len);
+    for (int p = 0; p < n; ++p) {
+      if (p == me) continue;
+      wait_chunk_in(p, g, sig);
+      std::memcpy(recv + at(p, k), region_->slot(p, g % stages) + static_cast<size_t>(me) * ch.per * es, len);
+    }
+    set_chunk_done(g);
+  };
+
+  copy_in_then_out(ch.n, stages, copy_in, copy_out);
 }
 
 void DirectComm::large_allgather(const Call& c) {
@@ -233,13 +281,7 @@ void DirectComm::large_allgather(const Call& c) {
     set_chunk_done(g);
   };
 
-  // With two or more stages the next chunk goes in before this one is collected.
-  copy_in(0);
-  for (size_t k = 0; k < ch.n; ++k) {
-    if (stages > 1 && k + 1 < ch.n) copy_in(k + 1);
-    copy_out(k);
-    if (stages == 1 && k + 1 < ch.n) copy_in(k + 1);
-  }
+  copy_in_then_out(ch.n, stages, copy_in, copy_out);
 }
 
 void DirectComm::large_broadcast(const Call& c) {

@@ -81,6 +81,19 @@ void DirectComm::small(const Call& c) {
         }
       }
       break;
+    case OpType::alltoall:
+      // The whole input went into the cell before any peer's is read: in place is safe.
+      for (int p = 0; p < n; ++p) {
+        std::byte* dst = out + static_cast<size_t>(p) * bytes;
+        if (p == me) {
+          const auto* own = static_cast<const std::byte*>(c.send) + static_cast<size_t>(me) * bytes;
+          if (dst != own && bytes > 0) std::memmove(dst, own, bytes);
+        } else {
+          const std::byte* src = small_cell(p, buffer, op, sig) + static_cast<size_t>(me) * bytes;
+          if (bytes > 0) std::memcpy(dst, src, bytes);
+        }
+      }
+      break;
     case OpType::broadcast:
       if (me == c.root) {
         if (c.recv != c.send && bytes > 0) std::memmove(c.recv, c.send, bytes);

@@ -11,9 +11,9 @@
 //    Reduce: each rank copies a chunk into its slot except the part it reduces itself (in), reduces
 //    its part reading every slot in rank order into its scratch and leaves the result in its
 //    slot (reduced), then copies the others' parts out (done); ReduceScatter: block p of every
-//    input goes to rank p, a chunk holding the same sub-range of every block; AllGather and
-//    Broadcast: in, then copies out. A slot stage is rewritten only once every peer is done
-//    with the chunk that used it before.
+//    input goes to rank p, a chunk holding the same sub-range of every block (AllToAll too,
+//    copied out instead of reduced); AllGather and Broadcast: in, then copies out. A slot
+//    stage is rewritten only once every peer is done with the chunk that used it before.
 //  - single copy (RegionShape::single_copy_*): every rank publishes its buffers and reads the
 //    peers' own buffers (process_vm_readv), no slot in between; before returning, a rank whose
 //    buffers are read waits until every reader is done.
@@ -89,6 +89,7 @@ class DirectBuilder {
         case OpType::reducescatter: slots_reducescatter(); break;
         case OpType::allgather: slots_allgather(); break;
         case OpType::broadcast: slots_broadcast(); break;
+        case OpType::alltoall: slots_alltoall(); break;
         default: unsupported();
       }
     }
@@ -103,7 +104,8 @@ class DirectBuilder {
 
   size_t input_elements() const {
     switch (d_.op) {
-      case OpType::reducescatter: return d_.count * static_cast<size_t>(n_);
+      case OpType::reducescatter:
+      case OpType::alltoall: return d_.count * static_cast<size_t>(n_);
       case OpType::barrier: return 0;
       case OpType::allreduce:
       case OpType::allgather:
@@ -202,6 +204,14 @@ class DirectBuilder {
           else add(read_from(p, in_flag, Range{Buf::region, 0, c}, dst));
         }
         break;
+      case OpType::alltoall:
+        // The whole input is in the window before any peer's is read: in place is safe.
+        for (int p = 0; p < n_; ++p) {
+          const Range dst{Buf::recv, static_cast<size_t>(p) * c, c};
+          if (p == me_) copy(Range{Buf::send, me * c, c}, dst);
+          else add(read_from(p, in_flag, Range{Buf::region, me * c, c}, dst));
+        }
+        break;
       case OpType::broadcast:
         if (me_ == d_.root) copy(Range{Buf::send, 0, c}, Range{Buf::recv, 0, c});
         else add(read_from(d_.root, in_flag, Range{Buf::region, 0, c}, Range{Buf::recv, 0, c}));
@@ -291,43 +301,83 @@ class DirectBuilder {
     }
   }
 
-  // ReduceScatter: a chunk holds the same sub-range of every block, block p at p * per.
-  void slots_reducescatter() {
-    const size_t c = d_.count, n = static_cast<size_t>(n_), me = static_cast<size_t>(me_);
+  // ReduceScatter and AllToAll: a chunk holds the same sub-range of every block, block p at
+  // p * per of the stage.
+  struct BlockChunks {
+    size_t per, stage_elements, chunks, count;
+    size_t len(size_t k) const { return std::min(per, count - k * per); }
+  };
+  BlockChunks begin_block_chunks() {
+    const size_t n = static_cast<size_t>(n_);
     const size_t align = std::max<size_t>(shape_.align_elements, 1);
     size_t per = shape_.chunk_elements / n;
     if (per >= align) per = per / align * align;
     per = std::max<size_t>(per, 1);
-    const size_t nk = chunks_of(c, per);
-    begin_chunks(nk);
-    s_.region_count = shape_.stages * std::max(shape_.chunk_elements, per * n);
-    const auto len = [&](size_t k) { return std::min(per, c - k * per); };
-    const auto stage = [&](size_t k, size_t offset, size_t count) {
-      return Range{Buf::region, (k % shape_.stages) * std::max(shape_.chunk_elements, per * n) + offset, count};
-    };
-    const auto copy_in = [&](size_t k) {
-      step();
-      wait_stage_free(k);
-      for (size_t p = 0; p < n; ++p)
-        if (p != me) copy(Range{Buf::send, p * c + k * per, len(k)}, stage(k, p * per, len(k)));
-      in_[k] = raise();
-    };
+    const BlockChunks b{per, std::max(shape_.chunk_elements, per * n), chunks_of(d_.count, per), d_.count};
+    begin_chunks(b.chunks);
+    s_.region_count = shape_.stages * b.stage_elements;
+    return b;
+  }
+  Range block_stage(const BlockChunks& b, size_t k, size_t offset, size_t count) const {
+    return Range{Buf::region, (k % shape_.stages) * b.stage_elements + offset, count};
+  }
+  // Chunk k of every block but the own one into the stage, published.
+  void copy_blocks_in(const BlockChunks& b, size_t k) {
+    step();
+    wait_stage_free(k);
+    const size_t c = d_.count, per = b.per;
+    for (size_t p = 0; p < static_cast<size_t>(n_); ++p)
+      if (p != static_cast<size_t>(me_)) copy(Range{Buf::send, p * c + k * per, b.len(k)}, block_stage(b, k, p * per, b.len(k)));
+    in_[k] = raise();
+  }
+
+  void slots_reducescatter() {
+    const size_t me = static_cast<size_t>(me_);
+    const BlockChunks b = begin_block_chunks();
+    const size_t c = d_.count, per = b.per;
     const auto reduce_own = [&](size_t k) {
       step();
-      const Range out{Buf::recv, k * per, len(k)};
+      const size_t len = b.len(k);
+      const Range out{Buf::recv, k * per, len};
       // In place the output is the own input block: reduce into the free own part of the slot.
-      const Range dst = d_.in_place ? stage(k, me * per, len(k)) : out;
+      const Range dst = d_.in_place ? block_stage(b, k, me * per, len) : out;
       reduce_in_rank_order(dst, dst, [&](int q) {
-        return q == me_ ? Source{me_, 0, Range{Buf::send, me * c + k * per, len(k)}}
-                        : Source{q, in_[k], stage(k, me * per, len(k))};
+        return q == me_ ? Source{me_, 0, Range{Buf::send, me * c + k * per, len}}
+                        : Source{q, in_[k], block_stage(b, k, me * per, len)};
       });
       if (d_.in_place) copy(dst, out);
       done_[k] = raise();
     };
-    copy_in(0);
-    for (size_t k = 0; k < nk; ++k) {
+    copy_blocks_in(b, 0);
+    for (size_t k = 0; k < b.chunks; ++k) {
       reduce_own(k);
-      if (k + 1 < nk) copy_in(k + 1);
+      if (k + 1 < b.chunks) copy_blocks_in(b, k + 1);
+    }
+  }
+
+  // AllToAll: block p of every input goes to rank p, a chunk holding the same sub-range of
+  // every block (block p at p * per). In place, chunk k of every block is in the slot before
+  // the peers' chunk k overwrites it.
+  void slots_alltoall() {
+    const size_t me = static_cast<size_t>(me_);
+    const BlockChunks b = begin_block_chunks();
+    const size_t c = d_.count, per = b.per;
+    const auto copy_out = [&](size_t k) {
+      step();
+      const size_t len = b.len(k);
+      copy(Range{Buf::send, me * c + k * per, len}, Range{Buf::recv, me * c + k * per, len});
+      for (int p = 0; p < n_; ++p) {
+        if (p == me_) continue;
+        add(read_from(p, in_[k], block_stage(b, k, me * per, len), Range{Buf::recv, static_cast<size_t>(p) * c + k * per, len}));
+      }
+      done_[k] = raise();
+    };
+    const size_t stages = shape_.stages;
+    copy_blocks_in(b, 0);
+    for (size_t k = 0; k < b.chunks; ++k) {
+      if (stages > 1 && k + 1 < b.chunks) copy_blocks_in(b, k + 1);
+      copy_out(k);
+      if (stages == 1 && k + 1 < b.chunks) copy_blocks_in(b, k + 1);
     }
   }
 

@@ -80,6 +80,7 @@ const std::vector<Entry>& registry() {
       {OpType::broadcast, kDirectAlgorithm, direct_schedule, true},
       {OpType::reduce, kDirectAlgorithm, direct_schedule, true},
       {OpType::barrier, kDirectAlgorithm, direct_schedule, true},
+      {OpType::alltoall, kDirectAlgorithm, direct_schedule, true},
       // ---- shm-direct (end) ----
   };
   return entries;

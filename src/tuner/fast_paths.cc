@@ -32,6 +32,7 @@ Prediction shm_direct(const schedule::CollectiveDesc& d, size_t elem, const Link
       break;
     case OpType::allgather: read = (n - 1) * bytes; break;
     case OpType::broadcast: read = bytes; break;
+    case OpType::alltoall: read = (n - 1) * bytes; break;  // bytes: one block
     case OpType::reduce:
       read = 2 * (n - 1) / n * bytes;
       reduced = (n - 1) / n * bytes;

@@ -120,7 +120,7 @@ std::string RandomOp::describe() const {
 RandomOp draw_op(std::mt19937_64& rng, int nranks, size_t max_count) {
   static constexpr OpType kOps[] = {OpType::allreduce, OpType::allreduce, OpType::reducescatter,
                                     OpType::allgather, OpType::broadcast, OpType::reduce,
-                                    OpType::barrier};
+                                    OpType::barrier,   OpType::alltoall};
   RandomOp op;
   op.op = kOps[rng() % std::size(kOps)];
   op.dtype = kAllDataTypes[rng() % kAllDataTypes.size()];
@@ -142,6 +142,7 @@ OpBuffers::OpBuffers(const RandomOp& op, uint64_t tag, int rank, int nranks)
   size_t send_elems = n, recv_elems = n;
   if (op.op == OpType::reducescatter) send_elems = n * rows;
   if (op.op == OpType::allgather) recv_elems = n * rows;
+  if (op.op == OpType::alltoall) send_elems = recv_elems = n * rows;
   if (op.op == OpType::barrier) send_elems = recv_elems = 0;
   // In place, send lives inside recv (or is recv): one buffer, the bigger of the two.
   if (op.in_place) {
@@ -181,6 +182,7 @@ Work OpBuffers::start(Communicator& c) {
     case OpType::allgather: return c.allgather_async(s, r, op_.count, op_.dtype);
     case OpType::broadcast: return c.broadcast_async(s, r, op_.count, op_.dtype, op_.root);
     case OpType::reduce: return c.reduce_async(s, r, op_.count, op_.dtype, op_.redop, op_.root);
+    case OpType::alltoall: return c.alltoall_async(s, r, op_.count, op_.dtype);
     default: return c.barrier_async();
   }
 }
@@ -217,6 +219,12 @@ std::string OpBuffers::verify() const {
       break;
     case OpType::broadcast:
       for (size_t i = 0; i < n; ++i) expect(i, input_bits(op_, tag_, op_.root, i));
+      break;
+    case OpType::alltoall:
+      for (int r = 0; r < nranks_; ++r) {
+        for (size_t j = 0; j < n; ++j)
+          expect(static_cast<size_t>(r) * n + j, input_bits(op_, tag_, r, static_cast<size_t>(rank_) * n + j));
+      }
       break;
     case OpType::reduce:
       if (rank_ == op_.root) {
