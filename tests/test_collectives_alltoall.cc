@@ -18,14 +18,15 @@ namespace hoop::test {
 namespace {
 
 // Every algorithm that runs over the job's transport (shm-direct needs shared memory). 1009 per
-// block takes shm-direct's slots from 5 ranks on, 70001 over two of its chunks.
+// block takes shm-direct's slots from 5 ranks on, 70001 over two of its chunks, 140009 its
+// single copy (from 1 MiB in all).
 std::vector<CollCase> make_cases(const JobParam& p) {
   const int n = p.nranks;
   const schedule::Reach reach{true, std::string(p.transport) == "shm"};
   std::vector<CollCase> cases;
   for (const std::string& algo : schedule::algorithms_for(OpType::alltoall, reach)) {
     std::vector<size_t> counts{0, 1, 13, static_cast<size_t>(7 * n + 3), 1009};
-    if (n == 2 || n == 3) counts.push_back(70001);
+    if (n == 2 || n == 3) counts.insert(counts.end(), {70001, 140009});
     for (size_t count : counts) {
       for (bool in_place : {false, true}) {
         cases.push_back({.op = OpType::alltoall, .algo = algo, .count = count, .in_place = in_place});

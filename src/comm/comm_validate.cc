@@ -5,20 +5,11 @@
 #include <limits>
 
 #include "comm/collective_args.h"
+#include "core/byte_ranges.h"
 #include "core/errors.h"
 #include "core/op_traits.h"
 
 namespace hoop::detail {
-
-namespace {
-
-bool overlaps(const void* a, size_t abytes, const void* b, size_t bbytes) {
-  if (!a || !b || abytes == 0 || bbytes == 0) return false;
-  auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
-  return pa < pb + bbytes && pb < pa + abytes;
-}
-
-}  // namespace
 
 void CommImpl::validate(const OpTask& t) const {
   const auto& d = t.desc;
@@ -75,7 +66,7 @@ void CommImpl::validate(const OpTask& t) const {
   HOOP_CHECK_ARG(end_ok(t.recv, recv_bytes), ctx, "the recv buffer's {} bytes reach past the address space",
                  recv_bytes);
   if (send_bytes && recv_bytes && !d.in_place) {
-    HOOP_CHECK_ARG(!overlaps(t.send, send_bytes, t.recv, recv_bytes), ctx,
+    HOOP_CHECK_ARG(!ranges_overlap(t.send, send_bytes, t.recv, recv_bytes), ctx,
                    "send and recv buffers overlap without being in place (in place means {})", in_place_rule(d.op));
   }
 }

@@ -98,6 +98,7 @@ void DirectComm::run_native(const Call& c) {
       case OpType::reducescatter: single_copy_reducescatter(c); return;
       case OpType::allgather: single_copy_allgather(c); return;
       case OpType::broadcast: single_copy_broadcast(c); return;
+      case OpType::alltoall: single_copy_alltoall(c); return;
       default: break;
     }
   }
@@ -121,9 +122,9 @@ bool DirectComm::single_copy(const Call& c) const {
     case OpType::broadcast: return bytes >= single_copy_bytes_;
     // What each rank reads or writes in all: N blocks.
     case OpType::reducescatter:
-    case OpType::allgather: return bytes * static_cast<size_t>(p_.nranks) >= single_copy_bytes_;
+    case OpType::allgather:
+    case OpType::alltoall: return bytes * static_cast<size_t>(p_.nranks) >= single_copy_bytes_;
     // Reduce stays on the slots: non-roots have no output buffer to leave their part in.
-    // AllToAll too: in place, a rank would overwrite the blocks its peers still read.
     default: return false;
   }
 }

@@ -12,7 +12,7 @@
 //  - AllToAll: block p of every rank's input goes to rank p, through the cells or, chunk by
 //    chunk, the slots (a chunk holds the same sub-range of every block, as for ReduceScatter).
 //  - Single copy, where the kernel lets ranks read each other's memory: ReduceScatter,
-//    AllGather and Broadcast from Tunables::single_copy_bytes, AllReduce from
+//    AllGather, Broadcast and AllToAll from Tunables::single_copy_bytes, AllReduce from
 //    Tunables::single_copy_allreduce_bytes. Ranks read each other's buffers with
 //    process_vm_readv, no slot in between (direct_single_copy.cc).
 //
@@ -115,6 +115,7 @@ class DirectComm {
   void single_copy_reducescatter(const Call& c);
   void single_copy_allgather(const Call& c);
   void single_copy_broadcast(const Call& c);
+  void single_copy_alltoall(const Call& c);
   struct PeerBuffers {
     uint64_t input = 0, output = 0;  // addresses in the peer's address space
   };

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/byte_ranges.h"
 #include "core/errors.h"
 #include "direct/direct_comm.h"
 #include "direct/rank_order.h"
@@ -15,11 +16,6 @@
 namespace hoop::direct {
 
 namespace {
-
-bool overlaps(const void* a, size_t abytes, const void* b, size_t bbytes) {
-  const auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
-  return abytes > 0 && bbytes > 0 && pa < pb + bbytes && pb < pa + abytes;
-}
 
 // Chunk by chunk, in, then out; with two or more stages the next chunk goes in before this one
 // is collected.
@@ -194,7 +190,7 @@ void DirectComm::large_reducescatter(const Call& c) {
   const auto* send = static_cast<const std::byte*>(c.send);
   auto* recv = static_cast<std::byte*>(c.recv);
   const size_t block_bytes = c.count * es;
-  const bool reduce_into_recv = !overlaps(recv, block_bytes, send, block_bytes * static_cast<size_t>(n));
+  const bool reduce_into_recv = !ranges_overlap(recv, block_bytes, send, block_bytes * static_cast<size_t>(n));
 
   const auto copy_in = [&](size_t k) { copy_blocks_in(c, ch, k); };
   const auto reduce_own = [&](size_t k) {

@@ -19,6 +19,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/byte_ranges.h"
 #include "core/errors.h"
 #include "direct/direct_comm.h"
 #include "direct/rank_order.h"
@@ -160,6 +161,34 @@ void DirectComm::single_copy_allgather(const Call& c) {
   if (own != c.send) std::memmove(own, c.send, bytes);
   for (int p = 0; p < p_.nranks; ++p)
     if (p != p_.rank) read_peer(p, recv + static_cast<size_t>(p) * bytes, peers[static_cast<size_t>(p)].input, bytes);
+  finish_single_copy(g, true);
+}
+
+// AllToAll: each rank reads block r of every peer's input straight into block p of its
+// output. A rank in place would overwrite blocks its peers still read there, and staging them
+// measured 2x slower than the slots (64 MiB, 4 and 8 ranks): when the published buffers show
+// one rank in place, every rank sees it and all take the slots instead.
+void DirectComm::single_copy_alltoall(const Call& c) {
+  const size_t n = static_cast<size_t>(p_.nranks), me = static_cast<size_t>(p_.rank);
+  const size_t block = c.count * dtype_size(c.dtype);
+  const uint64_t g = take_chunks(1, 1).g0;
+  const auto* send = static_cast<const std::byte*>(c.send);
+  auto* recv = static_cast<std::byte*>(c.recv);
+  const auto peers = exchange_buffers(g, send, recv);
+  bool any_in_place = ranges_overlap(recv, n * block, send, n * block);
+  for (size_t p = 0; p < n; ++p) {
+    const auto* in = reinterpret_cast<const void*>(peers[p].input);
+    const auto* out = reinterpret_cast<const void*>(peers[p].output);
+    any_in_place = any_in_place || (p != me && ranges_overlap(in, n * block, out, n * block));
+  }
+  if (any_in_place) {
+    set_chunk_done(g);
+    large_alltoall(c);
+    return;
+  }
+  std::memcpy(recv + me * block, send + me * block, block);
+  for (size_t p = 0; p < n; ++p)
+    if (p != me) read_peer(static_cast<int>(p), recv + p * block, peers[p].input + me * block, block);
   finish_single_copy(g, true);
 }
 

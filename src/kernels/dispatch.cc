@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/byte_ranges.h"
 #include "core/errors.h"
 #include "core/log.h"
 #include "core/op_traits.h"
@@ -101,13 +102,6 @@ void check_buffer(const void* p, size_t n, DataType dt, const char* fn, const ch
                  n, to_string(dt));
 }
 
-// True when [x, x+x_bytes) and [y, y+y_bytes) share a byte.
-bool overlap(const void* x, size_t x_bytes, const void* y, size_t y_bytes) {
-  const auto xs = reinterpret_cast<uintptr_t>(x);
-  const auto ys = reinterpret_cast<uintptr_t>(y);
-  return xs < ys + y_bytes && ys < xs + x_bytes;
-}
-
 void check_reduce(void* dst, const void* a, const void* b, size_t n, DataType dt, RedOp op,
                   const char* fn) {
   HOOP_CHECK_ARG(is_valid(dt), context(fn), "unknown data type {}", static_cast<int>(dt));
@@ -117,9 +111,9 @@ void check_reduce(void* dst, const void* a, const void* b, size_t n, DataType dt
   check_buffer(a, n, dt, fn, "a");
   check_buffer(b, n, dt, fn, "b");
   const size_t bytes = n * dtype_size(dt);
-  HOOP_CHECK_ARG(dst == a || !overlap(dst, bytes, a, bytes), context(fn),
+  HOOP_CHECK_ARG(dst == a || !ranges_overlap(dst, bytes, a, bytes), context(fn),
                  "dst partially overlaps a (it must be a, or disjoint from it)");
-  HOOP_CHECK_ARG(dst == b || !overlap(dst, bytes, b, bytes), context(fn),
+  HOOP_CHECK_ARG(dst == b || !ranges_overlap(dst, bytes, b, bytes), context(fn),
                  "dst partially overlaps b (it must be b, or disjoint from it)");
 }
 
@@ -130,7 +124,7 @@ void check_conversion(const void* dst, const void* src, DataType dt, size_t n, c
   check_buffer(dst, n, DataType::f32, fn, "the f32 buffer");
   check_buffer(src, n, dt, fn, dt == DataType::f32 ? "the other f32 buffer" : "the 16-bit buffer");
   if (dt != DataType::f32) {
-    HOOP_CHECK_ARG(!overlap(dst, n * 4, src, n * 2), context(fn),
+    HOOP_CHECK_ARG(!ranges_overlap(dst, n * 4, src, n * 2), context(fn),
                    "the f32 and {} buffers overlap", to_string(dt));
   }
 }

@@ -80,6 +80,7 @@ class DirectBuilder {
         case OpType::allreduce: single_copy_allreduce(); break;
         case OpType::reducescatter: single_copy_reducescatter(); break;
         case OpType::allgather: single_copy_allgather(); break;
+        case OpType::alltoall: single_copy_alltoall(); break;
         default: single_copy_broadcast(); break;
       }
     } else {
@@ -125,7 +126,8 @@ class DirectBuilder {
       case OpType::allreduce: return c >= std::max(at_least, shape_.single_copy_allreduce_elements);
       case OpType::broadcast: return c >= at_least;
       case OpType::reducescatter:
-      case OpType::allgather: return c * n >= at_least;
+      case OpType::allgather:
+      case OpType::alltoall: return c * n >= at_least;
       default: return false;  // Reduce: non-roots have no output to leave their part in
     }
   }
@@ -513,6 +515,25 @@ class DirectBuilder {
     for (int p = 0; p < n_; ++p) {
       if (p != me_) add(read_from(p, buffers, Range{Buf::send, 0, c}, Range{Buf::recv, static_cast<size_t>(p) * c, c}));
     }
+    finish_single_copy(true);
+  }
+
+  // Block r of every peer's input straight into block p of the output. In place a rank would
+  // overwrite blocks its peers still read: once the published buffers show a rank in place
+  // (every rank sees the same), all are done with the exchange and take the slots.
+  void single_copy_alltoall() {
+    const size_t c = d_.count, me = static_cast<size_t>(me_);
+    const uint32_t buffers = publish_buffers();
+    step();
+    if (d_.in_place) {
+      wait_all(buffers);
+      raise();
+      slots_alltoall();
+      return;
+    }
+    copy(Range{Buf::send, me * c, c}, Range{Buf::recv, me * c, c});
+    for (int p = 0; p < n_; ++p)
+      if (p != me_) add(read_from(p, buffers, Range{Buf::send, me * c, c}, Range{Buf::recv, static_cast<size_t>(p) * c, c}));
     finish_single_copy(true);
   }
 
