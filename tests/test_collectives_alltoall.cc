@@ -91,6 +91,26 @@ TEST_P(AllToAllTest, EveryAlgorithmExact) { run_cases(GetParam(), make_cases(Get
 
 INSTANTIATE_TEST_SUITE_P(AllToAll, AllToAllTest, ::testing::ValuesIn(job_params()), job_param_name);
 
+// shm-direct's slots out of place over several chunks and stages, where the default takes the
+// single copy: without it, and with chunks small enough that stages are reused.
+TEST(AllToAllDirect, SlotsWithoutTheSingleCopy) {
+  std::vector<CollCase> cases;
+  for (size_t count : {size_t{257}, size_t{4099}, size_t{70001}}) {
+    for (bool in_place : {false, true}) {
+      cases.push_back({.op = OpType::alltoall, .algo = "shm-direct", .count = count, .in_place = in_place});
+    }
+  }
+  for (int n : {2, 3}) {
+    run_job({n, "shm"}, [&](RankContext&, Communicator& comm) {
+      for (size_t i = 0; i < cases.size(); ++i) {
+        SCOPED_TRACE(cases[i].describe());
+        run_case(comm, cases[i], ref::mix64(i + 17));
+        EXPECT_EQ(comm.last_algorithm(), "shm-direct");
+      }
+    }, {{"HOOP_DIRECT_SINGLE_COPY_ALLTOALL_BYTES", "0"}, {"HOOP_DIRECT_CHUNK_BYTES", "8K"}, {"HOOP_DIRECT_SMALL_BYTES", "1K"}});
+  }
+}
+
 // The tuner prices both schedules: Bruck's log N steps win for small blocks on many ranks,
 // pairwise's fewer bytes for large ones.
 TEST(AllToAllTuner, PicksBruckForSmallBlocksAndPairwiseForLarge) {

@@ -36,6 +36,7 @@ RegionShape small_shape(size_t stages, bool single_copy, int nranks = 1) {
   if (single_copy) {
     s.single_copy_elements = 16;
     s.single_copy_allreduce_elements = 16;
+    s.single_copy_alltoall_elements = 16;
     s.single_copy_part_elements = 8;
   }
   return s;

@@ -75,6 +75,7 @@ enum class Id : uint8_t {
   direct_stages,
   direct_single_copy_bytes,
   direct_single_copy_allreduce_bytes,
+  direct_single_copy_alltoall_bytes,
   direct_single_copy_part_bytes,
   host_id,
   trace,

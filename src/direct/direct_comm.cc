@@ -41,7 +41,9 @@ void DirectComm::ensure_region(const ErrorContext& ctx, std::chrono::millisecond
   cell_seen_.assign(static_cast<size_t>(p_.nranks), 0);
   single_copy_part_ = t.single_copy_part_bytes;
   single_copy_allreduce_bytes_ = t.single_copy_allreduce_bytes;
-  single_copy_bytes_ = t.single_copy_bytes > 0 && single_copy_possible(p_.pids) ? t.single_copy_bytes : 0;
+  const bool possible = single_copy_possible(p_.pids);
+  single_copy_bytes_ = t.single_copy_bytes > 0 && possible ? t.single_copy_bytes : 0;
+  single_copy_alltoall_bytes_ = t.single_copy_alltoall_bytes > 0 && possible ? t.single_copy_alltoall_bytes : 0;
 }
 
 void DirectComm::poison(const std::string& reason) noexcept {
@@ -114,16 +116,17 @@ void DirectComm::run_native(const Call& c) {
 }
 
 bool DirectComm::single_copy(const Call& c) const {
-  if (single_copy_bytes_ == 0) return false;
   const size_t bytes = c.count * dtype_size(c.dtype);
+  if (c.op == OpType::alltoall)
+    return single_copy_alltoall_bytes_ > 0 && bytes * static_cast<size_t>(p_.nranks) >= single_copy_alltoall_bytes_;
+  if (single_copy_bytes_ == 0) return false;
   switch (c.op) {
     // Not whether this rank works in place: ranks may differ there, and all must take one path.
     case OpType::allreduce: return bytes >= std::max(single_copy_bytes_, single_copy_allreduce_bytes_);
     case OpType::broadcast: return bytes >= single_copy_bytes_;
     // What each rank reads or writes in all: N blocks.
     case OpType::reducescatter:
-    case OpType::allgather:
-    case OpType::alltoall: return bytes * static_cast<size_t>(p_.nranks) >= single_copy_bytes_;
+    case OpType::allgather: return bytes * static_cast<size_t>(p_.nranks) >= single_copy_bytes_;
     // Reduce stays on the slots: non-roots have no output buffer to leave their part in.
     default: return false;
   }

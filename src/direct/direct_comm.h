@@ -12,8 +12,8 @@
 //  - AllToAll: block p of every rank's input goes to rank p, through the cells or, chunk by
 //    chunk, the slots (a chunk holds the same sub-range of every block, as for ReduceScatter).
 //  - Single copy, where the kernel lets ranks read each other's memory: ReduceScatter,
-//    AllGather, Broadcast and AllToAll from Tunables::single_copy_bytes, AllReduce from
-//    Tunables::single_copy_allreduce_bytes. Ranks read each other's buffers with
+//    AllGather and Broadcast from Tunables::single_copy_bytes, AllReduce from
+//    Tunables::single_copy_allreduce_bytes, AllToAll from Tunables::single_copy_alltoall_bytes. Ranks read each other's buffers with
 //    process_vm_readv, no slot in between (direct_single_copy.cc).
 //
 // f16/bf16 reductions run on f32 copies and round once, like the schedule-based path.
@@ -139,6 +139,7 @@ class DirectComm {
   size_t single_copy_bytes_ = 0;  // calls moving this much take the single-copy path; 0: never
   size_t single_copy_part_ = 0;   // bytes a single-copy reduction reads per peer and call
   size_t single_copy_allreduce_bytes_ = 0;  // AllReduce also needs this much
+  size_t single_copy_alltoall_bytes_ = 0;   // AllToAll's own threshold; 0: never
   OpSignature current_sig_;
   uint64_t ops_ = 0;        // ops run on the region (identical on every rank)
   uint64_t small_ops_ = 0;  // small ops run on the region (identical on every rank)

@@ -15,7 +15,6 @@ namespace hoop::direct {
 namespace {
 
 Tunables from_env(int nranks) {
-  (void)nranks;
   Tunables t{};
   t.cell_bytes = round_up(std::max<uint64_t>(params::bytes(params::Id::direct_cell_bytes), kPage), kPage);
   t.small_bytes = std::min<size_t>(params::bytes(params::Id::direct_small_bytes), t.cell_bytes);
@@ -23,6 +22,8 @@ Tunables from_env(int nranks) {
   t.stages = static_cast<size_t>(params::integer(params::Id::direct_stages));
   t.single_copy_bytes = params::bytes(params::Id::direct_single_copy_bytes);
   t.single_copy_allreduce_bytes = params::bytes(params::Id::direct_single_copy_allreduce_bytes);
+  const auto n = static_cast<uint64_t>(std::max(nranks, 1));
+  t.single_copy_alltoall_bytes = params::bytes(params::Id::direct_single_copy_alltoall_bytes) * n * n;
   t.single_copy_part_bytes =
       round_up(std::max<uint64_t>(params::bytes(params::Id::direct_single_copy_part_bytes), kLine), kLine);
   return t;

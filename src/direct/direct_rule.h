@@ -27,6 +27,11 @@ struct Tunables {
   // (16 MiB, 2 ranks: 13.3 against 8.8 GB/s), and a rank cannot take its path from its own
   // in-place-ness (the peers' may differ); HOOP_DIRECT_SINGLE_COPY_ALLREDUCE_BYTES.
   size_t single_copy_allreduce_bytes;
+  // AllToAll from this many bytes per rank (0: never): HOOP_DIRECT_SINGLE_COPY_ALLTOALL_BYTES
+  // times N². A single-copy call ends waiting for every reader of the rank's buffers, which
+  // costs more the more ranks share the cores: measured, it wins from 64 KiB on 2 ranks,
+  // 256 KiB on 4 and 1 MiB on 8, and loses below.
+  size_t single_copy_alltoall_bytes;
   // What a single-copy reduction reads from one peer per process_vm_readv: the call's cost
   // (pinning the peer's pages) wants large pieces; HOOP_DIRECT_SINGLE_COPY_PART_BYTES.
   size_t single_copy_part_bytes;

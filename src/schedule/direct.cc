@@ -120,14 +120,14 @@ class DirectBuilder {
   // may differ there, and all must take one path.
   bool single_copy() const {
     const size_t at_least = shape_.single_copy_elements;
-    if (at_least == 0) return false;
     const size_t c = d_.count, n = static_cast<size_t>(n_);
+    if (d_.op == OpType::alltoall) return shape_.single_copy_alltoall_elements > 0 && c * n >= shape_.single_copy_alltoall_elements;
+    if (at_least == 0) return false;
     switch (d_.op) {
       case OpType::allreduce: return c >= std::max(at_least, shape_.single_copy_allreduce_elements);
       case OpType::broadcast: return c >= at_least;
       case OpType::reducescatter:
-      case OpType::allgather:
-      case OpType::alltoall: return c * n >= at_least;
+      case OpType::allgather: return c * n >= at_least;
       default: return false;  // Reduce: non-roots have no output to leave their part in
     }
   }

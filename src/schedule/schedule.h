@@ -85,9 +85,11 @@ struct RegionShape {
   size_t align_elements = 1;  // the parts of a chunk that ranks reduce are cut at multiples of this
   // Peers read each other's own buffers (no slot) for AllReduce and Broadcast buffers of at least
   // single_copy_elements (ReduceScatter, AllGather: N blocks), AllReduce also needing
-  // single_copy_allreduce_elements; 0: never (also where the kernel forbids process_vm_readv).
+  // single_copy_allreduce_elements, AllToAll (N blocks) single_copy_alltoall_elements instead;
+  // 0: never (also where the kernel forbids process_vm_readv).
   size_t single_copy_elements = 0;
   size_t single_copy_allreduce_elements = 0;
+  size_t single_copy_alltoall_elements = 0;
   size_t single_copy_part_elements = 0;  // what a single-copy reduction reads per peer at once
   static RegionShape defaults();         // 64-element cells, 32 Ki-element slots, 2 stages
 };
