@@ -13,8 +13,9 @@
 //    chunk, the slots (a chunk holds the same sub-range of every block, as for ReduceScatter).
 //  - Single copy, where the kernel lets ranks read each other's memory: ReduceScatter,
 //    AllGather and Broadcast from Tunables::single_copy_bytes, AllReduce from
-//    Tunables::single_copy_allreduce_bytes, AllToAll from Tunables::single_copy_alltoall_bytes. Ranks read each other's buffers with
-//    process_vm_readv, no slot in between (direct_single_copy.cc).
+//    Tunables::single_copy_allreduce_bytes, AllToAll from Tunables::single_copy_alltoall_bytes
+//    when no rank is in place. Ranks read each other's buffers with process_vm_readv, no slot
+//    in between (direct_single_copy.cc).
 //
 // f16/bf16 reductions run on f32 copies and round once, like the schedule-based path.
 #pragma once

@@ -156,8 +156,6 @@ void DirectComm::large_allreduce(const Call& c, bool only_root_gets_result) {
   }
 }
 
-// ReduceScatter: block p of every rank's input goes to rank p. A chunk holds the same
-// sub-range of every block.
 DirectComm::Chunks DirectComm::take_block_chunks(const Call& c) {
   const size_t es = dtype_size(c.dtype);
   const size_t align = std::max<size_t>(1, kLine / es);
@@ -180,6 +178,8 @@ void DirectComm::copy_blocks_in(const Call& c, const Chunks& ch, size_t k) {
   publish_chunk_in(g, current_sig_);
 }
 
+// ReduceScatter: block p of every rank's input goes to rank p. A chunk holds the same
+// sub-range of every block.
 void DirectComm::large_reducescatter(const Call& c) {
   const int n = p_.nranks, me = p_.rank;
   const size_t es = dtype_size(c.dtype);
