@@ -111,6 +111,30 @@ TEST(AllToAllDirect, SlotsWithoutTheSingleCopy) {
   }
 }
 
+// The engine gathers a step's sends on one link into one write (Bruck's several blocks to one
+// peer, and the ones it forwards as they arrive): through links far smaller than a step and
+// slices of 4 KiB, writes end part-way through a block, a padding or the header, and blocks of
+// every size (empty ones too) still arrive whole and in order.
+TEST(EngineGatheredSends, BruckThroughLinksSmallerThanItsSteps) {
+  std::vector<CollCase> cases;
+  for (size_t count : {size_t{0}, size_t{1}, size_t{3}, size_t{257}, size_t{1031}, size_t{6007}}) {
+    for (bool in_place : {false, true}) {
+      cases.push_back({.op = OpType::alltoall, .algo = "bruck", .count = count, .in_place = in_place});
+    }
+  }
+  cases.push_back({.op = OpType::alltoall, .algo = "bruck", .dt = DataType::u8, .count = 5});
+  for (const JobParam& p : {JobParam{5, "shm"}, JobParam{8, "shm"}, JobParam{5, "tcp"}}) {
+    run_job(p, [&](RankContext&, Communicator& comm) {
+      for (size_t i = 0; i < cases.size(); ++i) {
+        SCOPED_TRACE(cases[i].describe());
+        run_case(comm, cases[i], ref::mix64(i + 29));
+        EXPECT_EQ(comm.last_algorithm(), "bruck");
+      }
+    }, {{"HOOP_SHM_RING_BYTES", "4K"}, {"HOOP_SLICE_BYTES", "4K"}, {"HOOP_SOCKET_BUFFER", "4K"},
+        {"HOOP_TCP_STAGING_BYTES", "4K"}});
+  }
+}
+
 // The tuner prices both schedules: Bruck's log N steps win for small blocks on many ranks,
 // pairwise's fewer bytes for large ones.
 TEST(AllToAllTuner, PicksBruckForSmallBlocksAndPairwiseForLarge) {

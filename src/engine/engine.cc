@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <span>
 #include <utility>
 
 #include "core/errors.h"
@@ -50,6 +51,10 @@ constexpr std::chrono::milliseconds kLivenessPeriod{100};
 // that reaches this rank through a link names its cause better.
 constexpr std::chrono::milliseconds kFailureProbePeriod{500};
 alignas(8) const std::byte kZeros[8] = {};
+// Parts of one gathered write (a header, then data and padding of up to 15 sends) and the sends
+// considered for it.
+constexpr size_t kMaxParts = 32;
+constexpr size_t kMaxGathered = 15;
 
 // The per-operation state of one peer's link: the header each way and the bytes each way.
 struct PeerState {
@@ -69,6 +74,7 @@ struct Progress {
   size_t data_done = 0;
   size_t pad_done = 0;
   bool complete = false;
+  bool noted = false;  // counted as finished (and traced)
   size_t pad() const { return padded_size(data_bytes) - data_bytes; }
 };
 
@@ -204,68 +210,116 @@ class Run {
   // One non-blocking sweep over the step's transfers. Returns whether any byte moved.
   bool pass(const schedule::Step& step, size_t* finished) {
     bool moved = false;
-    // Actions on one peer and direction run in order: remember which peers are taken.
+    // Actions on one peer and direction run in order: a link is taken by its first transfer
+    // not yet complete. The sends that follow it on the link go with it (advance_sends).
     tx_busy_.assign(peers_.size(), false);
     rx_busy_.assign(peers_.size(), false);
     for (size_t i = 0; i < step.actions.size(); ++i) {
       const Action& a = step.actions[i];
-      Progress& pr = progress_[i];
-      if (pr.complete) continue;
+      if (progress_[i].complete) continue;
       const size_t peer = slot(a);
       if (a.kind == ActionKind::send) {
         if (tx_busy_[peer]) continue;
         tx_busy_[peer] = true;
-        moved |= advance_send(a, pr);
+        run_.clear();
+        for (size_t j = i; j < step.actions.size() && run_.size() < kMaxGathered; ++j) {
+          const Action& b = step.actions[j];
+          if (b.kind == ActionKind::send && slot(b) == peer) run_.push_back(j);
+        }
+        moved |= advance_sends(step, run_);
+        for (size_t j : run_) note_if_complete(step, j, finished);
       } else {
         if (rx_busy_[peer]) continue;
-        rx_busy_[peer] = true;
-        moved |= advance_recv(a, pr);
-      }
-      if (pr.complete) {
-        ++*finished;
-        if (timeline_) timeline_->record_action(id_, step_, a, pr.data_bytes, step_start_ns_, Timeline::now_ns());
+        moved |= advance_recv(a, progress_[i]);
+        note_if_complete(step, i, finished);
+        // A receive that completed frees its link for the next one in this sweep: the peer's
+        // gathered sends are often in the buffer already.
+        rx_busy_[peer] = !progress_[i].complete;
       }
     }
     return moved;
   }
 
-  bool advance_send(const Action& a, Progress& pr) {
-    PeerState& p = peers_[slot(a)];
-    waiting_peer_ = a.peer;
+  void note_if_complete(const schedule::Step& step, size_t i, size_t* finished) {
+    Progress& pr = progress_[i];
+    if (!pr.complete || pr.noted) return;
+    pr.noted = true;
+    ++*finished;
+    if (timeline_) timeline_->record_action(id_, step_, step.actions[i], pr.data_bytes, step_start_ns_, Timeline::now_ns());
+  }
+
+  // The step's sends on one link, in order (`run`: their indices, the first not complete):
+  // what is left of the link's header and of each send's data and padding, gathered into one
+  // write while each send ends within it and the slice is not full, so that a step's several
+  // small blocks to one peer (Bruck's) cost one system call and one wake-up of the peer.
+  bool advance_sends(const schedule::Step& step, std::span<const size_t> run) {
+    PeerState& p = peers_[slot(step.actions[run[0]])];
+    waiting_peer_ = step.actions[run[0]].peer;
     bool moved = false;
-    size_t limit = pr.data_bytes;
-    if (a.after >= 0) limit = std::min(limit, progress_[static_cast<size_t>(a.after)].data_done);
-    const std::byte* src = ptr(a.src);
     for (;;) {
-      // What is left of the link's header, the next slice of data and, when the data ends in
-      // it, the padding: one write, so a small message is one segment on TCP.
-      transport::WritePart parts[3];
-      size_t n = 0;
+      // What each part of the write advances: the header (null) or a send's data or padding.
+      struct Piece {
+        Progress* pr;
+        bool data;
+        int peer;
+      };
+      transport::WritePart parts[kMaxParts];
+      Piece pieces[kMaxParts];
+      size_t n = 0, gathered = 0;
       const size_t header_left = sizeof(FrameHeader) - p.tx_header_done;
       if (header_left > 0) {
+        pieces[n] = {nullptr, false, -1};
         parts[n++] = {reinterpret_cast<const std::byte*>(&p.tx_header) + p.tx_header_done, header_left};
       }
-      const size_t data_left = limit > pr.data_done ? std::min(limit - pr.data_done, cfg_.slice_bytes) : 0;
-      if (data_left > 0) parts[n++] = {src + pr.data_done, data_left};
-      const size_t pad_left = pr.data_done + data_left == pr.data_bytes ? pr.pad() - pr.pad_done : 0;
-      if (pad_left > 0) parts[n++] = {kZeros, pad_left};
+      for (size_t idx : run) {
+        Progress& pr = progress_[idx];
+        if (pr.complete) continue;
+        if (n + 2 > kMaxParts) break;
+        const Action& a = step.actions[idx];
+        size_t limit = pr.data_bytes;
+        if (a.after >= 0) limit = std::min(limit, progress_[static_cast<size_t>(a.after)].data_done);
+        const size_t room = cfg_.slice_bytes - gathered;
+        const size_t data_left = limit > pr.data_done ? std::min(limit - pr.data_done, room) : 0;
+        if (data_left > 0) {
+          pieces[n] = {&pr, true, a.peer};
+          parts[n++] = {ptr(a.src) + pr.data_done, data_left};
+          gathered += data_left;
+        }
+        const bool ends = pr.data_done + data_left == pr.data_bytes;
+        const size_t pad_left = ends ? pr.pad() - pr.pad_done : 0;
+        if (pad_left > 0) {
+          pieces[n] = {&pr, false, a.peer};
+          parts[n++] = {kZeros, pad_left};
+        }
+        // The next send's bytes follow this one's on the link only once this one has ended.
+        if (!ends || gathered >= cfg_.slice_bytes) break;
+      }
       if (n == 0) break;
       size_t w = p.link->write_parts({parts, n});
       if (w == 0) break;
       moved = true;
-      const size_t h = std::min(w, header_left);
-      p.tx_header_done += h;
-      w -= h;
-      const size_t d = std::min(w, data_left);
-      pr.data_done += d;
-      counters_[static_cast<size_t>(a.peer)].sent += d;
-      w -= d;
-      pr.pad_done += w;
-      if (h < header_left || d < data_left || w < pad_left) break;  // the link is full for now
+      bool all = true;
+      for (size_t k = 0; k < n; ++k) {
+        const size_t took = std::min(w, parts[k].size);
+        w -= took;
+        if (!pieces[k].pr) {
+          p.tx_header_done += took;
+        } else if (pieces[k].data) {
+          pieces[k].pr->data_done += took;
+          counters_[static_cast<size_t>(pieces[k].peer)].sent += took;
+        } else {
+          pieces[k].pr->pad_done += took;
+        }
+        if (took < parts[k].size) all = false;
+      }
+      if (!all) break;  // the link is full for now
     }
-    // An empty send (a barrier's) is complete only once its link's header is out.
-    pr.complete = p.tx_header_done == sizeof(FrameHeader) && pr.data_done == pr.data_bytes &&
-                  pr.pad_done == pr.pad();
+    for (size_t idx : run) {
+      Progress& pr = progress_[idx];
+      // An empty send (a barrier's) is complete only once its link's header is out.
+      pr.complete = p.tx_header_done == sizeof(FrameHeader) && pr.data_done == pr.data_bytes &&
+                    pr.pad_done == pr.pad();
+    }
     return moved;
   }
 
@@ -431,6 +485,7 @@ class Run {
   std::vector<PeerState> peers_;  // per (peer, channel): see slot()
   std::vector<Progress> progress_;
   std::vector<bool> tx_busy_, rx_busy_, want_read_, want_write_;
+  std::vector<size_t> run_;  // scratch of pass(): the sends of one link
   size_t step_ = 0;
   int waiting_peer_ = -1;
 };

@@ -55,6 +55,24 @@ ErrorContext ShmLink::error_context() const {
 
 size_t ShmLink::write_some(const void* src, size_t n) {
   throw_if_poisoned(*out_);
+  const size_t k = copy_in(src, n);
+  if (k > 0) publish(k);
+  return k;
+}
+
+size_t ShmLink::write_parts(std::span<const WritePart> parts) {
+  throw_if_poisoned(*out_);
+  size_t total = 0;
+  for (const WritePart& p : parts) {
+    const size_t k = copy_in(p.data, p.size);
+    total += k;
+    if (k < p.size) break;
+  }
+  if (total > 0) publish(total);
+  return total;
+}
+
+size_t ShmLink::copy_in(const void* src, size_t n) {
   if (n == 0) return 0;
   if (capacity_ - (write_pos_ - peer_read_pos_) < n) {
     peer_read_pos_ = out_->read_pos.load(std::memory_order_acquire);
@@ -69,11 +87,14 @@ size_t ShmLink::write_some(const void* src, size_t n) {
   std::memcpy(out_data_ + offset, bytes, first);
   if (k > first) std::memcpy(out_data_, bytes + first, k - first);
   write_pos_ += k;
+  return k;
+}
+
+void ShmLink::publish(size_t n) {
   out_->write_pos.store(write_pos_, std::memory_order_release);
   out_->data_seq.fetch_add(1, std::memory_order_seq_cst);
   if (out_->reader_waiting.load(std::memory_order_seq_cst) != 0) Waiter::wake_shared(&out_->data_seq);
-  bytes_written_ += k;
-  return k;
+  bytes_written_ += n;
 }
 
 std::span<const std::byte> ShmLink::readable() {

@@ -34,6 +34,8 @@ class ShmLink final : public Link {
 
   std::string_view kind() const noexcept override { return "shm"; }
   size_t write_some(const void* src, size_t n) override;
+  // All parts copied, then one publish: one wake-up of the peer.
+  size_t write_parts(std::span<const WritePart> parts) override;
   std::span<const std::byte> readable() override;
   void consume(size_t n) override;
   bool arm(Waiter& w, bool want_read, bool want_write) override;
@@ -54,6 +56,10 @@ class ShmLink final : public Link {
   [[noreturn]] void raise_poisoned(const RingControl& ring) const;
   [[noreturn]] void raise_corrupt(const char* what, uint64_t write_pos, uint64_t read_pos) const;
   pid_t peer_pid() const noexcept;
+  // Copies into the ring without publishing; returns the bytes taken.
+  size_t copy_in(const void* src, size_t n);
+  // Makes the last n bytes copied in visible to the peer and wakes it if it sleeps.
+  void publish(size_t n);
   ErrorContext error_context() const;
 
   void* base_;
