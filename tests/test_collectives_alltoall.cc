@@ -112,9 +112,9 @@ TEST(AllToAllDirect, SlotsWithoutTheSingleCopy) {
 }
 
 // The engine gathers a step's sends on one link into one write (Bruck's several blocks to one
-// peer, and the ones it forwards as they arrive): through links far smaller than a step and
-// slices of 4 KiB, writes end part-way through a block, a padding or the header, and blocks of
-// every size (empty ones too) still arrive whole and in order.
+// peer): through links far smaller than a step and slices of 4 KiB, writes end part-way through
+// a block, a padding or the header, and blocks of every size (empty ones too) still arrive whole
+// and in order.
 TEST(EngineGatheredSends, BruckThroughLinksSmallerThanItsSteps) {
   std::vector<CollCase> cases;
   for (size_t count : {size_t{0}, size_t{1}, size_t{3}, size_t{257}, size_t{1031}, size_t{6007}}) {

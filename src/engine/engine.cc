@@ -51,10 +51,8 @@ constexpr std::chrono::milliseconds kLivenessPeriod{100};
 // that reaches this rank through a link names its cause better.
 constexpr std::chrono::milliseconds kFailureProbePeriod{500};
 alignas(8) const std::byte kZeros[8] = {};
-// Parts of one gathered write (a header, then data and padding of up to 15 sends) and the sends
-// considered for it.
-constexpr size_t kMaxParts = 32;
-constexpr size_t kMaxGathered = 15;
+// The sends considered for one gathered write: each brings its data and its padding.
+constexpr size_t kMaxGathered = (transport::kMaxWriteParts - 1) / 2;
 
 // The per-operation state of one peer's link: the header each way and the bytes each way.
 struct PeerState {
@@ -163,6 +161,7 @@ class Run {
   void run_step(const schedule::Step& step) {
     const size_t n = step.actions.size();
     progress_.assign(n, Progress{});
+    link_next_sends(step);
     size_t pending = 0;
     step_start_ns_ = timeline_ ? Timeline::now_ns() : 0;
     for (size_t i = 0; i < n; ++i) {
@@ -222,9 +221,8 @@ class Run {
         if (tx_busy_[peer]) continue;
         tx_busy_[peer] = true;
         run_.clear();
-        for (size_t j = i; j < step.actions.size() && run_.size() < kMaxGathered; ++j) {
-          const Action& b = step.actions[j];
-          if (b.kind == ActionKind::send && slot(b) == peer) run_.push_back(j);
+        for (int j = static_cast<int>(i); j >= 0 && run_.size() < kMaxGathered; j = next_send_[static_cast<size_t>(j)]) {
+          run_.push_back(static_cast<size_t>(j));
         }
         moved |= advance_sends(step, run_);
         for (size_t j : run_) note_if_complete(step, j, finished);
@@ -238,6 +236,20 @@ class Run {
       }
     }
     return moved;
+  }
+
+  // next_send_[i]: the step's next send on send i's link (-1: none), so that pass() finds a
+  // link's sends without searching the step.
+  void link_next_sends(const schedule::Step& step) {
+    next_send_.assign(step.actions.size(), -1);
+    last_send_.assign(peers_.size(), -1);
+    for (size_t i = step.actions.size(); i-- > 0;) {
+      const Action& a = step.actions[i];
+      if (a.kind != ActionKind::send) continue;
+      int& last = last_send_[slot(a)];
+      next_send_[i] = last;
+      last = static_cast<int>(i);
+    }
   }
 
   void note_if_complete(const schedule::Step& step, size_t i, size_t* finished) {
@@ -263,8 +275,8 @@ class Run {
         bool data;
         int peer;
       };
-      transport::WritePart parts[kMaxParts];
-      Piece pieces[kMaxParts];
+      transport::WritePart parts[transport::kMaxWriteParts];
+      Piece pieces[transport::kMaxWriteParts];
       size_t n = 0, gathered = 0;
       const size_t header_left = sizeof(FrameHeader) - p.tx_header_done;
       if (header_left > 0) {
@@ -274,7 +286,7 @@ class Run {
       for (size_t idx : run) {
         Progress& pr = progress_[idx];
         if (pr.complete) continue;
-        if (n + 2 > kMaxParts) break;
+        if (n + 2 > transport::kMaxWriteParts) break;
         const Action& a = step.actions[idx];
         size_t limit = pr.data_bytes;
         if (a.after >= 0) limit = std::min(limit, progress_[static_cast<size_t>(a.after)].data_done);
@@ -486,6 +498,7 @@ class Run {
   std::vector<Progress> progress_;
   std::vector<bool> tx_busy_, rx_busy_, want_read_, want_write_;
   std::vector<size_t> run_;  // scratch of pass(): the sends of one link
+  std::vector<int> next_send_, last_send_;  // see link_next_sends()
   size_t step_ = 0;
   int waiting_peer_ = -1;
 };

@@ -14,6 +14,10 @@ namespace hoop::transport {
 
 class Waiter;
 
+// The most parts a link takes in one gathered write (one sendmsg on TCP): a header and the
+// data and padding of up to 15 sends.
+constexpr size_t kMaxWriteParts = 32;
+
 // One piece of a gathered write.
 struct WritePart {
   const void* data = nullptr;

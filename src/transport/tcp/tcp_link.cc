@@ -89,10 +89,9 @@ size_t TcpLink::write_some(const void* src, size_t n) {
 }
 
 size_t TcpLink::write_parts(std::span<const WritePart> parts) {
-  constexpr size_t kMaxParts = 32;  // the engine gathers a header and up to 15 sends
-  if (parts.size() > kMaxParts) return Link::write_parts(parts);
+  if (parts.size() > kMaxWriteParts) return Link::write_parts(parts);
   if (!poison_reason_.empty()) fail_closed();
-  iovec iov[kMaxParts];
+  iovec iov[kMaxWriteParts];
   size_t n = 0;
   for (const WritePart& p : parts) {
     if (p.size > 0) iov[n++] = iovec{const_cast<void*>(p.data), p.size};
