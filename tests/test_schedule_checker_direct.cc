@@ -52,7 +52,9 @@ std::vector<int> roots(OpType op, int n) {
 
 enum class Path { cells, slots, single_copy };
 
-Path path_of(const RankSchedule& s) {
+// The path of the schedule as it runs when every rank calls alike (a branch's variant 0).
+Path path_of(const RankSchedule& branching) {
+  const RankSchedule s = with_variant(branching, 0);
   for (const Step& step : s.steps) {
     for (const Action& a : step.actions) {
       if ((a.kind == ActionKind::read || a.kind == ActionKind::read_reduce) && a.flag > 0 && a.remote.buf != Buf::region)
@@ -127,6 +129,43 @@ TEST(DirectScheduleChecker, PathFollowsTheShape) {
   d.op = OpType::reducescatter;  // N blocks count
   d.count = 4;
   EXPECT_EQ(path_of(build(kDirectAlgorithm, d, 1)), Path::single_copy);
+}
+
+// AllToAll by single copy: a rank in place would overwrite blocks its peers still read, so all
+// ranks take the slots once one is in place, deciding alike from what every rank announced.
+// Each rank's own call differs (in place or not): checked from one desc per rank.
+TEST(DirectScheduleChecker, AllToAllInPlaceOnSomeRanksTakesTheSlotsEverywhere) {
+  int checked = 0;
+  for (int n = 2; n <= 16; ++n) {
+    for (size_t count : {size_t{9}, size_t{13}, size_t{40}}) {  // N blocks: single copy from 16 elements
+      for (int pattern = 0; pattern < 3; ++pattern) {
+        std::vector<CollectiveDesc> descs;
+        for (int r = 0; r < n; ++r) {
+          const bool in_place = pattern == 0 ? r == n - 1 : pattern == 1 ? r % 2 == 0 : true;
+          descs.push_back(CollectiveDesc{.op = OpType::alltoall, .count = count, .nranks = n, .in_place = in_place,
+                                         .region = small_shape(2, true, n)});
+        }
+        EXPECT_EQ(check_algorithm(kDirectAlgorithm, descs), "") << n << " ranks, count " << count << ", pattern "
+                                                                << pattern;
+        const RankSchedule s = direct_schedule(descs[0], 0);
+        EXPECT_EQ(s.branch, BranchRule::any_in_place);
+        ASSERT_EQ(s.variants.size(), 2u);
+        EXPECT_EQ(path_of(s), Path::single_copy) << "variant 0: nobody in place";
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 15 * 3 * 3);
+  // Without the branch (every rank reading the others' buffers whatever they are), an in-place
+  // rank overwrites a block its peers still read: the checker must see it.
+  std::vector<CollectiveDesc> descs;
+  std::vector<RankSchedule> forced;
+  for (int r = 0; r < 3; ++r) {
+    descs.push_back(CollectiveDesc{.op = OpType::alltoall, .count = 13, .nranks = 3, .in_place = r == 1,
+                                   .region = small_shape(2, true, 3)});
+    forced.push_back(with_variant(direct_schedule(descs.back(), r), 0));
+  }
+  EXPECT_NE(check_schedules(descs, forced), "");
 }
 
 TEST(DirectScheduleChecker, OneRegistryDecidesWhereItRuns) {

@@ -203,6 +203,64 @@ TEST(ShmDirect, InPlaceOnSomeRanksOnly) {
   expect_no_job_segments(results);
 }
 
+// AllToAll from the single-copy size on ranks some of which are in place: an in-place rank
+// would overwrite blocks its peers read, so every rank takes the slots alike (decided from what
+// all ranks announced, never per rank), and every result is exact.
+TEST(ShmDirect, AllToAllInPlaceOnSomeRanksOnly) {
+  constexpr int kRanks = 3;
+  SpawnOptions o = small_tunables("2");
+  o.env.emplace_back("HOOP_DIRECT_SINGLE_COPY_ALLTOALL_BYTES", "1K");  // x N²: single copy from 9 KiB per rank
+  auto results = run_ranks(kRanks, [&](RankContext& ctx) {
+    auto comm = make_reported_comm(ctx);
+    const OpOptions opts = forced_direct();
+    for (size_t count : {size_t{1000}, size_t{4099}}) {
+      for (int in_place_rank : {-1, 1, 2, kRanks}) {  // none, rank 1, rank 2, all
+        const bool in_place = in_place_rank == kRanks || ctx.rank == in_place_rank;
+        std::vector<int32_t> in(count * kRanks), out(count * kRanks, -1);
+        for (size_t i = 0; i < in.size(); ++i) in[i] = ctx.rank * 1000000 + static_cast<int32_t>(i);
+        comm->alltoall(in.data(), in_place ? in.data() : out.data(), count, DataType::i32, opts);
+        const std::vector<int32_t>& got = in_place ? in : out;
+        for (size_t p = 0; p < static_cast<size_t>(kRanks); ++p) {
+          for (size_t j = 0; j < count; ++j) {
+            const auto want = static_cast<int32_t>(p * 1000000 + static_cast<size_t>(ctx.rank) * count + j);
+            if (got[p * count + j] == want) continue;
+            ADD_FAILURE() << "rank " << ctx.rank << " count " << count << " in place on " << in_place_rank
+                          << ": block " << p << " element " << j << " is " << got[p * count + j] << ", not " << want;
+            return;
+          }
+        }
+      }
+    }
+  }, o);
+  EXPECT_TRUE(all_ok(results));
+  expect_no_job_segments(results);
+}
+
+// What a rank reads of its peers' memory is counted, per peer: on 2 ranks an AllReduce reads
+// exactly one buffer's worth from the peer (its half of the inputs, then its half of the
+// result), whichever path it takes (cells, slots, single copy).
+TEST(ShmDirect, StatisticsCountWhatEachRankReads) {
+  auto results = run_ranks(2, [&](RankContext& ctx) {
+    auto comm = make_reported_comm(ctx);
+    const OpOptions opts = forced_direct();
+    uint64_t expected = 0;
+    comm->reset_stats();
+    for (size_t count : {size_t{67}, size_t{2053}, size_t{9973}, size_t{40009}}) {
+      std::vector<float> v(count, 1.0f);
+      comm->allreduce(v.data(), v.data(), count, DataType::f32, RedOp::sum, opts);
+      expected += count * sizeof(float);
+    }
+    const CommStats st = comm->stats();
+    EXPECT_EQ(st.ops, 4u);
+    EXPECT_EQ(st.bytes_received, expected) << "rank " << ctx.rank;
+    ASSERT_EQ(st.links.size(), 1u);
+    EXPECT_EQ(st.links[0].peer, 1 - ctx.rank);
+    EXPECT_EQ(st.links[0].bytes_received, expected);
+  }, small_tunables("2"));
+  EXPECT_TRUE(all_ok(results));
+  expect_no_job_segments(results);
+}
+
 // No rank leaves a barrier before the last one entered it (ranks enter skewed on purpose).
 TEST(ShmDirect, BarrierWaitsForTheLastRank) {
   constexpr int kRanks = 4;

@@ -1,5 +1,6 @@
 // Running one collective: the failure and abort checks, the optional signature exchange, then
-// the chosen path (shm-direct, f16/bf16 staging or the algorithm's schedule on the engine).
+// the chosen algorithm's schedule on the engine (over links, or over the shared region for
+// shm-direct), through f16/bf16 staging where a half type is reduced.
 #include "comm/comm_impl.h"
 
 #include <fmt/format.h>
@@ -10,7 +11,6 @@
 #include "core/errors.h"
 #include "core/log.h"
 #include "core/op_traits.h"
-#include "direct/direct_comm.h"
 
 namespace hoop::detail {
 
@@ -64,23 +64,22 @@ void CommImpl::execute(const OpTask& t) {
       check.phase = kSignaturePhase;
       run_schedule(schedule::signature_ring(size(), rank_), t.dtype, engine::Buffers{}, check, timeout);
     }
-    const AlgoChoice choice = choose_algorithm(t);
+    OpTask task = t;
+    const bool half = is_half_reduction(t.dtype, t.desc.op);
+    const DataType elem = half ? DataType::f32 : t.dtype;
+    task.desc.region = region_shape(elem);
+    const AlgoChoice choice = choose_algorithm(task);
     std::string algo = choice.name;
-    if (algo == schedule::kDirectAlgorithm) {
-      if (direct_runs_here(t.desc.op, reach())) {
-        run_direct(t, timeout);
-        ++ops_done_;
-        return;
-      }
+    if (algo == schedule::kDirectAlgorithm && !direct_runs_here(t.desc.op, reach())) {
       algo.clear();  // forced, not applicable here: the default
     }
-    OpTask task = t;
     task.desc.nchannels = choice.nchannels;
-    if (is_half_reduction(t.dtype, t.desc.op)) {
+    id.in_place = t.desc.in_place;
+    if (half) {
       run_half_precision(task, algo, id, timeout);
     } else {
-      const auto s = schedule::build(algo, task.desc, rank_);
-      run_schedule(s, t.dtype, engine::Buffers{t.send, t.recv, nullptr}, id, timeout);
+      run_schedule(schedule_for(algo, task.desc, elem), t.dtype, engine::Buffers{t.send, t.recv, nullptr}, id,
+                   timeout);
     }
     ++ops_done_;
   } catch (const Error& e) {
@@ -92,32 +91,6 @@ void CommImpl::execute(const OpTask& t) {
 schedule::Reach CommImpl::reach() const {
   const Transport* forced = forced_transport(transport_mode_);
   return schedule::Reach{local_size_ == size(), !forced || forced->kind == TransportKind::shm};
-}
-
-void CommImpl::run_direct(const OpTask& t, std::chrono::milliseconds timeout) {
-  if (!direct_) {
-    direct::CommParams p;
-    p.job_id = job_->job_id;
-    p.comm_id = comm_id_;
-    p.rank = rank_;
-    p.nranks = size();
-    for (const auto& peer : peers_) p.pids.push_back(static_cast<pid_t>(peer.pid));
-    p.store = job_->store;
-    p.spin = direct::SpinPolicy{engine_.config().spin, engine_.config().yield_while_spinning};
-    direct_ = std::make_unique<direct::DirectComm>(std::move(p), waiter_, abort_flag_);
-  }
-  direct::Call c;
-  c.op = t.desc.op;
-  c.dtype = t.dtype;
-  c.redop = t.desc.redop;
-  c.count = t.desc.count;
-  c.root = t.desc.root;
-  c.send = t.send;
-  c.recv = t.recv;
-  c.seq = t.seq;
-  HOOP_TRACE("{} #{}: {}", to_string(c.op), c.seq, schedule::kDirectAlgorithm);
-  direct_->run(c, timeout);
-  last_algorithm_ = schedule::kDirectAlgorithm;
 }
 
 void CommImpl::run_schedule(const schedule::RankSchedule& s, DataType elem, const engine::Buffers& bufs,

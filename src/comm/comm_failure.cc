@@ -9,7 +9,7 @@
 
 #include "comm/p2p_engine.h"
 #include "core/log.h"
-#include "direct/direct_comm.h"
+#include "transport/shm/region_port.h"
 
 namespace hoop::detail {
 
@@ -64,7 +64,7 @@ void CommImpl::fail(const Error& raised) {
 }
 
 void CommImpl::poison_links(const std::string& reason) noexcept {
-  if (direct_) direct_->poison(reason);
+  if (region_) region_->poison(reason);
   for (auto& per_channel : links_) {
     for (auto& l : per_channel) {
       if (l) l->poison(reason);

@@ -9,7 +9,7 @@ namespace hoop::detail {
 using schedule::CollectiveDesc;
 
 // f16/bf16 reductions accumulate in f32 and round once: inputs are widened into a staging
-// buffer, reduced as f32, and the result narrowed. The ring AllReduce narrows each owned
+// buffer, reduced as f32 in place there (shm-direct too), and the result narrowed. The ring AllReduce narrows each owned
 // chunk before its AllGather phase, so the gather moves 16-bit data.
 void CommImpl::run_half_precision(const OpTask& t, const std::string& algo, engine::OpIdentity id,
                                   std::chrono::milliseconds timeout) {
@@ -23,7 +23,7 @@ void CommImpl::run_half_precision(const OpTask& t, const std::string& algo, engi
     case OpType::allreduce: {
       auto* f = static_cast<float*>(staging_.get(d.count * sizeof(float)));
       kernels::to_f32(f, t.send, t.dtype, d.count);
-      const auto chosen = schedule::build(algo, d32, rank_);
+      const auto& chosen = schedule_for(algo, d32, DataType::f32);
       if (chosen.algorithm != "ring") {
         run_schedule(chosen, DataType::f32, {f, f, nullptr}, id, timeout);
         kernels::from_f32(out, t.dtype, f, d.count);
@@ -48,14 +48,14 @@ void CommImpl::run_half_precision(const OpTask& t, const std::string& algo, engi
       auto* f = static_cast<float*>(staging_.get(total * sizeof(float)));
       kernels::to_f32(f, t.send, t.dtype, total);
       float* mine = f + in.displ(rank_);
-      run_schedule(schedule::build(algo, d32, rank_), DataType::f32, {f, mine, nullptr}, id, timeout);
+      run_schedule(schedule_for(algo, d32, DataType::f32), DataType::f32, {f, mine, nullptr}, id, timeout);
       kernels::from_f32(out, t.dtype, mine, in.count(rank_));
       return;
     }
     case OpType::reduce: {
       auto* f = static_cast<float*>(staging_.get(d.count * sizeof(float)));
       kernels::to_f32(f, t.send, t.dtype, d.count);
-      run_schedule(schedule::build(algo, d32, rank_), DataType::f32, {f, f, nullptr}, id, timeout);
+      run_schedule(schedule_for(algo, d32, DataType::f32), DataType::f32, {f, f, nullptr}, id, timeout);
       if (rank_ == d.root) kernels::from_f32(out, t.dtype, f, d.count);
       return;
     }

@@ -8,7 +8,7 @@
 #include "comm/transports.h"
 #include "core/params.h"
 #include "core/errors.h"
-#include "direct/direct_comm.h"
+#include "transport/shm/region_port.h"
 #include "engine/timeline.h"
 
 namespace hoop::detail {
@@ -82,6 +82,7 @@ CommImpl::CommImpl(std::shared_ptr<JobContext> job, uint64_t comm_id, int rank,
   }
   p2p_->set_revocation_lookup([this] { return revocation_explaining_failure(); });
   engine_.set_failure_probe([this] { return failed_elsewhere_.load(); });
+  engine_.set_region_getter([this](TimePoint deadline) -> transport::shm::RegionPort& { return region(deadline); });
 }
 
 CommImpl::~CommImpl() {

@@ -4,7 +4,7 @@
 // comm_impl.cc (construction), comm_queue.cc (issue order, progress thread), comm_validate.cc,
 // comm_dispatch.cc (running a collective), comm_half.cc (f16/bf16 staging), comm_tuning.cc
 // (algorithm choice), comm_links.cc, comm_failure.cc (failure propagation, abort),
-// comm_split.cc, comm_stats.cc.
+// comm_split.cc, comm_stats.cc, comm_region.cc (the shared region and the schedules' cache).
 #pragma once
 
 #include <atomic>
@@ -28,8 +28,8 @@
 #include "transport/waiter.h"
 #include "tuner/tuner.h"
 
-namespace hoop::direct {
-class DirectComm;
+namespace hoop::transport::shm {
+class RegionPort;
 }
 
 namespace hoop::detail {
@@ -126,6 +126,8 @@ class CommImpl {
     int nchannels = 1;
   };
   AlgoChoice choose_algorithm(const OpTask& t);
+  // shm-direct's shape for elements of `elem`: what its schedules are cut by (comm_region.cc).
+  const schedule::RegionShape& region_shape(DataType elem);
 
  private:
   void validate(const OpTask& t) const;
@@ -134,8 +136,12 @@ class CommImpl {
                     const engine::OpIdentity& id, std::chrono::milliseconds timeout);
   void run_half_precision(const OpTask& t, const std::string& algo, engine::OpIdentity id,
                           std::chrono::milliseconds timeout);
-  void run_direct(const OpTask& t, std::chrono::milliseconds timeout);
   transport::Link& link(int peer, int channel, TimePoint deadline);
+  // The shared region of the communicator's ranks (shm-direct), opened at first use.
+  transport::shm::RegionPort& region(TimePoint deadline);
+  // The rank's schedule of `algo` for `desc`, built once per call shape (comm_region.cc).
+  const schedule::RankSchedule& schedule_for(const std::string& algo, const schedule::CollectiveDesc& desc,
+                                             DataType elem);
   void fail(const Error& e);
   // The first member to fail sets every other member's watch key to say so (comm_revoke.cc);
   // a member's watcher then raises failed_elsewhere_, which its stalled waits give up on.
@@ -185,7 +191,24 @@ class CommImpl {
   engine::ScratchPool scratch_;
   engine::ScratchPool staging_;  // f32 copies for f16/bf16 reductions
   std::vector<engine::PeerCounters> counters_;
-  std::unique_ptr<direct::DirectComm> direct_;  // the shm-direct region, made at first use
+  std::unique_ptr<transport::shm::RegionPort> region_;  // shm-direct's region, opened at first use
+  std::optional<bool> peers_read_memory_;  // single copy possible (read once)
+  std::map<size_t, schedule::RegionShape> region_shapes_;  // per element size
+  // Schedules built, per call shape: a small call must not pay for building its schedule again.
+  struct ScheduleKey {
+    std::string algo;
+    OpType op;
+    DataType elem;
+    size_t count;
+    int root;
+    RedOp redop;
+    bool in_place;
+    int nchannels;
+    auto operator<=>(const ScheduleKey&) const = default;
+  };
+  std::map<ScheduleKey, std::shared_ptr<const schedule::RankSchedule>> schedules_;
+  size_t cached_actions_ = 0;
+  std::shared_ptr<const schedule::RankSchedule> uncached_;  // the last schedule too large to keep
   const bool signature_check_;  // HOOP_CHECK=1: compare every collective's call across ranks first
   uint64_t ops_done_ = 0;
   std::string last_algorithm_;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <utility>
 
@@ -12,7 +13,9 @@
 #include "core/log.h"
 #include "core/params.h"
 #include "engine/frame_check.h"
+#include "engine/region_run.h"
 #include "engine/timeline.h"
+#include "engine/wait_loop.h"
 #include "kernels/reduce.h"
 #include "transport/frame.h"
 
@@ -45,11 +48,6 @@ Engine::Engine(LinkGetter get_link, transport::Waiter& waiter, const std::atomic
 
 namespace {
 
-constexpr std::chrono::milliseconds kLivenessPeriod{100};
-// How long a step waits without progress before it asks whether the communicator failed
-// elsewhere (a member that fails first tells the others' watchers). Not at once: a failure
-// that reaches this rank through a link names its cause better.
-constexpr std::chrono::milliseconds kFailureProbePeriod{500};
 alignas(8) const std::byte kZeros[8] = {};
 // The sends considered for one gathered write: each brings its data and its padding.
 constexpr size_t kMaxGathered = (transport::kMaxWriteParts - 1) / 2;
@@ -100,16 +98,7 @@ class Run {
   int current_peer() const { return waiting_peer_; }
 
  private:
-  std::byte* ptr(const schedule::Range& r) const {
-    std::byte* base = nullptr;
-    switch (r.buf) {
-      case Buf::send: base = static_cast<std::byte*>(const_cast<void*>(bufs_.send)); break;
-      case Buf::recv: base = static_cast<std::byte*>(bufs_.recv); break;
-      case Buf::scratch: base = static_cast<std::byte*>(bufs_.scratch); break;
-      case Buf::region: break;  // refused by plan_links
-    }
-    return base + r.offset * esize_;
-  }
+  std::byte* ptr(const schedule::Range& r) const { return bufs_.at(r, esize_); }  // no region: refused by plan_links
 
   // The state of the link an action uses: one per (peer, channel).
   size_t slot(const Action& a) const {
@@ -177,34 +166,36 @@ class Run {
         ++pending;
       }
     }
-    TimePoint last_progress = Clock::now();
-    TimePoint last_liveness = last_progress;
-    while (pending > 0) {
-      if (abort_.load(std::memory_order_relaxed)) {
-        throw_error(ErrorCode::aborted, "the communicator was aborted", ctx(-1));
-      }
-      size_t finished = 0;
-      const bool moved = pass(step, &finished);
-      pending -= finished;
-      if (moved) {
-        last_progress = Clock::now();
-        continue;
-      }
-      const TimePoint now = Clock::now();
-      if (now - last_progress < cfg_.spin) {
-        spin_once(cfg_);
-        continue;
-      }
-      sleep_until_progress(step, last_progress);
-      const TimePoint after = Clock::now();
-      if (after - last_liveness >= kLivenessPeriod) {
-        last_liveness = after;
-        check_liveness(step);
-      }
-      if (failure_probe_ && after - last_progress >= kFailureProbePeriod) probe_failure(step);
-      if (after - last_progress >= stall_timeout_) throw_timeout(step, after - last_progress);
-    }
+    StepWait w{*this, step, pending};
+    wait_loop(w, WaitContext{waiter_, abort_, cfg_, stall_timeout_, failure_probe_, ctx(-1)});
   }
+
+  // A step's transfers, for wait_loop: every pass moves what the links take and give.
+  struct StepWait {
+    static constexpr int kPausesPerSpin = 64;
+    static constexpr uint32_t kSpinsPerCheck = 1;
+    Run& run;
+    const schedule::Step& step;
+    size_t& pending;
+
+    bool advance() {
+      size_t finished = 0;
+      const bool moved = run.pass(step, &finished);
+      pending -= finished;
+      return moved;
+    }
+    bool done() const { return pending == 0; }
+    bool spin_yields() const { return false; }
+    void check_health() {}
+    bool arm(transport::Waiter& w) { return run.arm_links(step, w); }
+    void disarm() { run.disarm_links(); }
+    void check_liveness() { run.check_liveness(step); }
+    int blamed_peer() const {
+      const size_t i = run.blamed_action(step);
+      return i < step.actions.size() ? step.actions[i].peer : -1;
+    }
+    [[noreturn]] void raise_timeout(nanoseconds stalled) { run.throw_timeout(step, stalled); }
+  };
 
   // One non-blocking sweep over the step's transfers. Returns whether any byte moved.
   bool pass(const schedule::Step& step, size_t* finished) {
@@ -384,8 +375,9 @@ class Run {
     return moved;
   }
 
-  // Registers what the pending transfers wait for and sleeps until a peer wakes us.
-  void sleep_until_progress(const schedule::Step& step, TimePoint last_progress) {
+  // Registers on the Waiter what the pending transfers wait for; false when a link is ready
+  // already (then nothing was left armed to sleep on).
+  bool arm_links(const schedule::Step& step, transport::Waiter& waiter) {
     want_read_.assign(peers_.size(), false);
     want_write_.assign(peers_.size(), false);
     for (size_t i = 0; i < step.actions.size(); ++i) {
@@ -402,24 +394,19 @@ class Run {
         want_read_[peer] = true;
       }
     }
-    waiter_.reset();
-    bool sleep = true;
-    std::vector<transport::Link*> armed;
+    armed_.clear();
     for (size_t idx = 0; idx < peers_.size(); ++idx) {
       if (!want_read_[idx] && !want_write_[idx]) continue;
       transport::Link* link = peers_[idx].link;
-      armed.push_back(link);
-      if (!link->arm(waiter_, want_read_[idx], want_write_[idx])) {
-        sleep = false;
-        break;
-      }
+      armed_.push_back(link);
+      if (!link->arm(waiter, want_read_[idx], want_write_[idx])) return false;
     }
-    if (sleep) {
-      const auto left = stall_timeout_ - (Clock::now() - last_progress);
-      const auto slice = std::min<nanoseconds>(kLivenessPeriod, std::max<nanoseconds>(left, nanoseconds(0)));
-      waiter_.wait(slice);
-    }
-    for (auto* link : armed) link->disarm();
+    return true;
+  }
+
+  void disarm_links() {
+    for (auto* link : armed_) link->disarm();
+    armed_.clear();
   }
 
   void check_liveness(const schedule::Step& step) {
@@ -442,16 +429,6 @@ class Run {
       }
     }
     return step.actions.size();
-  }
-
-  void probe_failure(const schedule::Step& step) {
-    if (!failure_probe_()) return;
-    const size_t i = blamed_action(step);
-    const int peer = i < step.actions.size() ? step.actions[i].peer : -1;
-    throw_error(ErrorCode::peer_failure,
-                peer >= 0 ? fmt::format("gave up waiting for rank {}: the communicator failed elsewhere", peer)
-                          : std::string("gave up: the communicator failed elsewhere"),
-                ctx(peer));
   }
 
   [[noreturn]] void throw_timeout(const schedule::Step& step, nanoseconds stalled) {
@@ -498,6 +475,7 @@ class Run {
   std::vector<Progress> progress_;
   std::vector<bool> tx_busy_, rx_busy_, want_read_, want_write_;
   std::vector<size_t> run_;  // scratch of pass(): the sends of one link
+  std::vector<transport::Link*> armed_;  // the links arm_links() registered
   std::vector<int> next_send_, last_send_;  // see link_next_sends()
   size_t step_ = 0;
   int waiting_peer_ = -1;
@@ -508,16 +486,25 @@ class Run {
 void Engine::run(const schedule::RankSchedule& sched, DataType elem, int nranks, const Buffers& bufs,
                  const OpIdentity& id, std::chrono::milliseconds stall_timeout,
                  std::vector<PeerCounters>& counters) {
-  Run r(get_link_, waiter_, abort_, cfg_, sched, elem, nranks, bufs, id, stall_timeout, counters, failure_probe_);
   Timeline* timeline = Timeline::global();
   const int64_t start = timeline ? Timeline::now_ns() : 0;
+  std::optional<Run> links;
   try {
-    r.execute();
+    if (sched.shared_region) {
+      if (!get_region_) throw_error(ErrorCode::internal, fmt::format("{}: this engine has no shared region", sched.algorithm));
+      transport::shm::RegionPort& port = get_region_(Clock::now() + stall_timeout);
+      run_region_schedule(RegionRunArgs{port, waiter_, abort_, cfg_, failure_probe_, bounce_}, sched, elem, nranks,
+                          bufs, id, stall_timeout, counters);
+    } else {
+      links.emplace(get_link_, waiter_, abort_, cfg_, sched, elem, nranks, bufs, id, stall_timeout, counters,
+                    failure_probe_);
+      links->execute();
+    }
     if (timeline) timeline->record_op(id, sched.algorithm, start, Timeline::now_ns());
   } catch (const Error& e) {
     if (e.seq() == id.seq && e.op() == to_string(id.op)) throw;
-    // Errors raised by links lack the operation: add it.
-    const int peer = e.peer() >= 0 ? e.peer() : r.current_peer();
+    // Errors raised by links or by opening the region lack the operation: add it.
+    const int peer = e.peer() >= 0 ? e.peer() : links ? links->current_peer() : -1;
     throw Error(e.code(), e.detail(), ErrorContext{id.rank, std::string(to_string(id.op)), id.seq, peer});
   }
 }

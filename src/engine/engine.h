@@ -15,8 +15,13 @@
 #include "hoop/error.h"
 #include "hoop/types.h"
 #include "schedule/schedule.h"
+#include "engine/scratch.h"
 #include "transport/link.h"
 #include "transport/waiter.h"
+
+namespace hoop::transport::shm {
+class RegionPort;
+}
 
 namespace hoop::engine {
 
@@ -31,12 +36,25 @@ struct OpIdentity {
   uint64_t comm_id = 0;
   int rank = -1;
   uint8_t phase = 0;               // for operations run as several schedules
+  bool in_place = false;           // the call's output is its input (announced in the shared region)
 };
 
 struct Buffers {
   const void* send = nullptr;
   void* recv = nullptr;
   void* scratch = nullptr;
+  // Where range `r` (elements of `esize` bytes) lies; `region`: the rank's window in the
+  // shared region, for the schedules that have one.
+  std::byte* at(const schedule::Range& r, size_t esize, std::byte* region = nullptr) const {
+    std::byte* base = nullptr;
+    switch (r.buf) {
+      case schedule::Buf::send: base = static_cast<std::byte*>(const_cast<void*>(send)); break;
+      case schedule::Buf::recv: base = static_cast<std::byte*>(recv); break;
+      case schedule::Buf::scratch: base = static_cast<std::byte*>(scratch); break;
+      case schedule::Buf::region: base = region; break;
+    }
+    return base + r.offset * esize;
+  }
 };
 
 // Payload bytes moved per peer (headers and padding excluded).
@@ -63,11 +81,16 @@ class Engine {
   // get_link(peer, channel, deadline) returns the (possibly newly connected) link to a peer on
   // one of its channels (parallel links of a multi-ring).
   using LinkGetter = std::function<transport::Link&(int peer, int channel, TimePoint deadline)>;
+  // get_region(deadline) returns this rank's end of the communicator's shared region (opened at
+  // first use), for schedules of shared-region actions.
+  using RegionGetter = std::function<transport::shm::RegionPort&(TimePoint deadline)>;
 
   Engine(LinkGetter get_link, transport::Waiter& waiter, const std::atomic<bool>& abort_flag,
          EngineConfig cfg);
+  void set_region_getter(RegionGetter get_region) { get_region_ = std::move(get_region); }
 
-  // Runs `sched` to completion for this rank. `elem` is the element type the schedule moves
+  // Runs `sched` to completion for this rank, over links or, for a schedule of shared-region
+  // actions (RankSchedule::shared_region), over the region. `elem` is the element type the schedule moves
   // and reduces (f32 while reducing f16/bf16). Fails with hoop::Error carrying the op's context
   // when no progress is made for `stall_timeout`, a peer fails, headers mismatch or the
   // communicator is aborted.
@@ -85,10 +108,12 @@ class Engine {
 
  private:
   LinkGetter get_link_;
+  RegionGetter get_region_;
   transport::Waiter& waiter_;
   const std::atomic<bool>& abort_;
   EngineConfig cfg_;
   FailureProbe failure_probe_;
+  ScratchPool bounce_;  // peers' buffers read for a reduction (single copy), a piece at a time
 };
 
 }  // namespace hoop::engine

@@ -35,6 +35,33 @@ std::string describe(OpType op, uint64_t seq, uint64_t count, DataType dt, RedOp
 
 }  // namespace
 
+transport::shm::CallSignature call_signature(const OpIdentity& id) {
+  return {id.seq, id.count, id.root, static_cast<uint8_t>(id.op), static_cast<uint8_t>(id.dtype),
+          static_cast<uint8_t>(id.redop), id.phase};
+}
+
+void check_same_call(const transport::shm::CallSignature& got, const OpIdentity& mine, int peer) {
+  // What the peer must have called for its message to be what we expect.
+  const OpType expected_op = mine.op == OpType::recv ? OpType::send : mine.op;
+  const int expected_root = mine.op == OpType::recv ? mine.rank : mine.root;
+  const auto got_op = static_cast<OpType>(got.op);
+  const auto got_dt = static_cast<DataType>(got.dtype);
+  const auto got_redop = static_cast<RedOp>(got.redop);
+  bool same = got_op == expected_op && got.seq == mine.seq && got_dt == mine.dtype && got.phase == mine.phase;
+  // A v-form whose ranks name their own counts: the payload sizes tell a difference.
+  if (!has_per_rank_count(expected_op)) same = same && got.count == mine.count;
+  if (is_reducing(expected_op)) same = same && got_redop == mine.redop;
+  if (has_root(expected_op) || expected_op == OpType::send) same = same && got.root == expected_root;
+  if (same) return;
+  const std::string theirs = describe(got_op, got.seq, got.count, got_dt, got_redop, got.root);
+  const std::string ours = mine.op == OpType::recv
+      ? fmt::format("recv #{} (count {}, {}, from rank {})", mine.seq, mine.count, to_string(mine.dtype), peer)
+      : describe(mine.op, mine.seq, mine.count, mine.dtype, mine.redop, mine.root);
+  throw_error(ErrorCode::mismatch,
+              fmt::format("mismatched calls: rank {} called {} while rank {} called {}", peer, theirs, mine.rank, ours),
+              ErrorContext{mine.rank, std::string(to_string(mine.op)), mine.seq, peer});
+}
+
 void check_header(const transport::FrameHeader& got, const OpIdentity& mine, int peer,
                   uint64_t expected_payload, size_t elem_bytes) {
   ErrorContext ctx{mine.rank, std::string(to_string(mine.op)), mine.seq, peer};
@@ -49,28 +76,7 @@ void check_header(const transport::FrameHeader& got, const OpIdentity& mine, int
                             peer, got.comm_id, got.src_rank, mine.comm_id, peer),
                 ctx);
   }
-  // What the peer must have called for its message to be what we expect.
-  const OpType expected_op = mine.op == OpType::recv ? OpType::send : mine.op;
-  const int expected_root = mine.op == OpType::recv ? mine.rank : mine.root;
-  const auto got_op = static_cast<OpType>(got.op);
-  const auto got_dt = static_cast<DataType>(got.dtype);
-  const auto got_redop = static_cast<RedOp>(got.redop);
-  bool same = got_op == expected_op && got.seq == mine.seq && got_dt == mine.dtype && got.flags == mine.phase;
-  // A v-form whose ranks name their own counts: the payload sizes below tell a difference.
-  if (!has_per_rank_count(expected_op)) same = same && got.count == mine.count;
-  if (is_reducing(expected_op)) same = same && got_redop == mine.redop;
-  if (has_root(expected_op) || expected_op == OpType::send) same = same && got.root == expected_root;
-  if (!same) {
-    const std::string theirs = describe(got_op, got.seq, got.count, got_dt, got_redop, got.root);
-    const std::string ours = mine.op == OpType::recv
-        ? fmt::format("recv #{} (count {}, {}, from rank {})", mine.seq, mine.count,
-                      to_string(mine.dtype), peer)
-        : describe(mine.op, mine.seq, mine.count, mine.dtype, mine.redop, mine.root);
-    throw_error(ErrorCode::mismatch,
-                fmt::format("mismatched calls: rank {} called {} while rank {} called {}", peer,
-                            theirs, mine.rank, ours),
-                ctx);
-  }
+  check_same_call({got.seq, got.count, got.root, got.op, got.dtype, got.redop, got.flags}, mine, peer);
   if (got.payload_bytes != expected_payload) {
     auto elements = [&](uint64_t bytes) {
       return elem_bytes > 0 && bytes % elem_bytes == 0 ? fmt::format(" ({} elements)", bytes / elem_bytes)

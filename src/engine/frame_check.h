@@ -1,15 +1,23 @@
 // Building the header this rank sends on a link for an operation, and checking the one it
-// receives against its own call, so a mismatched call is reported with both sides' values.
+// receives (or the call a peer announced in the shared region) against its own call, so a
+// mismatched call is reported with both sides' values.
 #pragma once
 
 #include <cstdint>
 
 #include "engine/engine.h"
 #include "transport/frame.h"
+#include "transport/shm/region_layout.h"
 
 namespace hoop::engine {
 
 transport::FrameHeader make_header(const OpIdentity& id, uint64_t payload_bytes);
+
+// The call as the peers of a shared region compare it.
+transport::shm::CallSignature call_signature(const OpIdentity& id);
+// Throws hoop::Error{mismatch}, naming both calls, when `theirs` (what `peer` called) is not the
+// call that matches ours: the one report of a mismatch, for links and the shared region alike.
+void check_same_call(const transport::shm::CallSignature& theirs, const OpIdentity& mine, int peer);
 
 // Throws hoop::Error{protocol} for bytes that are not a header, hoop::Error{mismatch} when the
 // peer's call differs from ours (op, sequence, dtype, op, count, root, payload size: the

@@ -18,8 +18,6 @@
 
 namespace hoop::engine {
 
-namespace {
-
 const char* action_name(schedule::ActionKind k) {
   switch (k) {
     case schedule::ActionKind::send: return "send";
@@ -34,6 +32,8 @@ const char* action_name(schedule::ActionKind k) {
   }
   return "?";
 }
+
+namespace {
 
 // Lane 0 holds the operations; then one lane per (peer, direction), and one for local work.
 int lane_of(const schedule::Action& a) {

@@ -18,6 +18,9 @@ namespace hoop::engine {
 
 struct OpIdentity;
 
+// The name a trace gives an action's kind ("send", "recv-reduce", "read", ...).
+const char* action_name(schedule::ActionKind k);
+
 class Timeline {
  public:
   // The process's timeline, or null when HOOP_TRACE is not set.

@@ -1074,8 +1074,17 @@ class Checker {
 
 std::string check_schedules(const std::vector<CollectiveDesc>& descs, const std::vector<RankSchedule>& schedules) {
   if (descs.empty()) return "no calls to check";
+  // A branch goes the same way on every rank, decided by what all ranks' calls are like.
+  const bool branches = std::any_of(schedules.begin(), schedules.end(),
+                                    [](const RankSchedule& s) { return s.branch != BranchRule::none; });
+  std::vector<RankSchedule> taken;
+  if (branches) {
+    const bool any_in_place =
+        std::any_of(descs.begin(), descs.end(), [](const CollectiveDesc& d) { return d.in_place; });
+    for (const RankSchedule& s : schedules) taken.push_back(with_variant(s, branch_variant(s.branch, any_in_place)));
+  }
   try {
-    Checker(descs, schedules).run();
+    Checker(descs, branches ? taken : schedules).run();
   } catch (const Failure& f) {
     return f.what;
   }

@@ -71,6 +71,7 @@ class DirectBuilder {
   }
 
   RankSchedule build() {
+    s_.shared_region = n_ > 1;
     if (n_ == 1) {
       alone();
     } else if (input_elements() <= shape_.cell_elements) {
@@ -520,21 +521,27 @@ class DirectBuilder {
 
   // Block r of every peer's input straight into block p of the output. In place a rank would
   // overwrite blocks its peers still read: once the published buffers show a rank in place
-  // (every rank sees the same), all are done with the exchange and take the slots.
+  // (every rank sees the same), all take the slots instead (variant 1).
   void single_copy_alltoall() {
     const size_t c = d_.count, me = static_cast<size_t>(me_);
-    const uint32_t buffers = publish_buffers();
+    publish_buffers();
+    const size_t prefix = s_.steps.size();
+    const uint32_t announced = flag_;
+    s_.branch = BranchRule::any_in_place;
+    const auto take_variant = [&] {
+      s_.variants.emplace_back(std::make_move_iterator(s_.steps.begin() + static_cast<std::ptrdiff_t>(prefix)),
+                               std::make_move_iterator(s_.steps.end()));
+      s_.steps.resize(prefix);
+      flag_ = announced;
+    };
     step();
-    if (d_.in_place) {
-      wait_all(buffers);
-      raise();
-      slots_alltoall();
-      return;
-    }
     copy(Range{Buf::send, me * c, c}, Range{Buf::recv, me * c, c});
     for (int p = 0; p < n_; ++p)
-      if (p != me_) add(read_from(p, buffers, Range{Buf::send, me * c, c}, Range{Buf::recv, static_cast<size_t>(p) * c, c}));
+      if (p != me_) add(read_from(p, announced, Range{Buf::send, me * c, c}, Range{Buf::recv, static_cast<size_t>(p) * c, c}));
     finish_single_copy(true);
+    take_variant();
+    slots_alltoall();
+    take_variant();
   }
 
   // Every rank reads the root's input straight into its output; the root returns once all have.

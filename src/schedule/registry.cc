@@ -114,6 +114,11 @@ bool runs_here(const std::string& algorithm, OpType op, const Reach& reach) {
   return e && (!e->one_region || (reach.one_host && reach.shared_memory));
 }
 
+bool uses_region(const std::string& algorithm, OpType op) {
+  const Entry* e = find(algorithm, op);
+  return e && e->one_region;
+}
+
 std::string why_not_here(const std::string& algorithm, OpType op, const Reach& reach) {
   const Entry* e = find(algorithm, op);
   if (!e) return fmt::format("'{}' does not implement {}", algorithm, to_string(op));
@@ -163,11 +168,12 @@ std::string range_text(const Range& r) {
   return fmt::format("{}[{}..{})", buf_name(r.buf), r.offset, r.offset + r.count);
 }
 
-std::string to_string(const RankSchedule& s) {
-  std::string out = fmt::format("algorithm {} ({} steps, scratch {})\n", s.algorithm,
-                                s.steps.size(), s.scratch_count);
-  for (size_t k = 0; k < s.steps.size(); ++k) {
-    for (const Action& a : s.steps[k].actions) {
+namespace {
+
+void append_steps(std::string& out, const std::vector<Step>& steps, size_t first_step) {
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const size_t k = first_step + i;
+    for (const Action& a : steps[i].actions) {
       out += fmt::format("  step {}: ", k);
       switch (a.kind) {
         case ActionKind::send:
@@ -203,6 +209,19 @@ std::string to_string(const RankSchedule& s) {
       }
       out += "\n";
     }
+  }
+}
+
+}  // namespace
+
+std::string to_string(const RankSchedule& s) {
+  std::string out = fmt::format("algorithm {} ({} steps, scratch {})\n", s.algorithm,
+                                s.steps.size(), s.scratch_count);
+  append_steps(out, s.steps, 0);
+  for (size_t v = 0; v < s.variants.size(); ++v) {
+    out += fmt::format(" variant {} ({}):\n", v,
+                       s.branch == BranchRule::any_in_place ? (v == 1 ? "some rank in place" : "no rank in place") : "?");
+    append_steps(out, s.variants[v], s.steps.size());
   }
   return out;
 }

@@ -68,12 +68,32 @@ struct Step {
   std::vector<Action> actions;
 };
 
+// shm-direct: a choice every rank makes alike, from what all ranks announced with their first
+// publish (so before it the rank waits for every peer's first publish).
+enum class BranchRule : uint8_t {
+  none,
+  any_in_place,  // variant 1 when some rank's call is in place, else variant 0
+};
+
 struct RankSchedule {
   std::string algorithm;
   std::vector<Step> steps;
   size_t scratch_count = 0;  // elements of scratch needed
   size_t region_count = 0;   // elements of this rank's shared-region window (shm-direct)
+  // Steps of shared-region actions (shm-direct): runs over the host's region, not over links.
+  bool shared_region = false;
+  // After `steps`, the steps of variants[i], i chosen by `branch` (none: no variants).
+  BranchRule branch = BranchRule::none;
+  std::vector<std::vector<Step>> variants;
 };
+
+// The variant `rule` takes when some rank's call is in place (any_in_place) or none is.
+inline size_t branch_variant(BranchRule rule, bool any_in_place) {
+  return rule == BranchRule::any_in_place && any_in_place ? 1 : 0;
+}
+// The schedule as it runs when its branch takes `variant`: `steps` then that variant's steps,
+// without a branch (the schedule itself when it has none).
+RankSchedule with_variant(const RankSchedule& s, size_t variant);
 
 // The shared-region window of shm-direct, in elements of the type moved: which path a call
 // takes (cells, pipelined slots or single copy) and how the slots are cut. From the HOOP_DIRECT_*
@@ -289,6 +309,8 @@ struct Reach {
 // Whether `algorithm` can run `op` with this reach (the one place that says so); false for an
 // unknown name or one that does not implement `op`.
 bool runs_here(const std::string& algorithm, OpType op, const Reach& reach);
+// Whether `algorithm` runs `op` over one host's shared region (shm-direct) instead of links.
+bool uses_region(const std::string& algorithm, OpType op);
 // Why not, for messages ("" when it does).
 std::string why_not_here(const std::string& algorithm, OpType op, const Reach& reach);
 // The algorithms of `op` that can run with this reach.

@@ -11,6 +11,7 @@
 
 #include "core/op_traits.h"
 #include "hoop/error.h"
+#include "tuner/region_price.h"
 #include "tuner/step_cost.h"
 
 namespace hoop::tuner {
@@ -23,6 +24,14 @@ LinkClass LinkView::between(int a, int b) const {
   if (force == Force::shm) return LinkClass::shm;
   if (force == Force::tcp) return LinkClass::tcp;
   return host_of(a) == host_of(b) ? LinkClass::shm : LinkClass::tcp;
+}
+
+schedule::Reach LinkView::reach(int nranks) const {
+  schedule::Reach r;
+  r.shared_memory = force != Force::tcp;
+  for (int q = 1; q < nranks && r.one_host; ++q) r.one_host = host_of(q) == host_of(0);
+  if (force == Force::shm) r.one_host = true;
+  return r;
 }
 
 int LinkView::host_of(int rank) const {
@@ -189,9 +198,15 @@ class Evaluator {
       const size_t from = ri.conns.size();
       conn_index.clear();
       ordinal.clear();
+      bool synced = false;  // a step of shared-region actions pays one synchronisation
       for (const Action& a : sched.steps[k].actions) {
         const bool out = a.kind == ActionKind::send;
         const bool in = is_recv(a.kind);
+        if (is_region_action(a.kind)) {
+          ordinal.push_back(0);
+          sp.local_seconds += region_action_seconds(a, r, bytes(a.dst), m_, synced);
+          continue;
+        }
         if (!out && !in) {
           ordinal.push_back(0);
           sp.local_seconds += bytes(a.dst) * (a.kind == ActionKind::copy ? m_.copy : m_.gamma);
@@ -418,7 +433,12 @@ Prediction predict(const std::string& name, const schedule::CollectiveDesc& desc
   }
   const bool rooted = has_root(desc.op);
   const Sample sample = choose_sample(desc.nranks, rooted ? desc.root : 0, links, walk);
-  Evaluator ev(desc.nranks, [&](int r) { return schedule::build(name, desc, r); }, elem_bytes, links, model);
+  // A branch is priced as every rank calling alike would take it.
+  Evaluator ev(desc.nranks, [&](int r) {
+    schedule::RankSchedule s = schedule::build(name, desc, r);
+    if (s.branch == schedule::BranchRule::none) return s;
+    return schedule::with_variant(s, schedule::branch_variant(s.branch, desc.in_place));
+  }, elem_bytes, links, model);
   try {
     return evaluate(ev, sample, links, elem_bytes);
   } catch (const Error& e) {

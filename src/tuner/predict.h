@@ -34,6 +34,8 @@ struct LinkView {
   enum class Force { none, shm, tcp } force = Force::none;
   LinkClass between(int a, int b) const;
   int host_of(int rank) const;
+  // What joins `nranks` ranks (for the registry's runs_here: shm-direct needs one host).
+  schedule::Reach reach(int nranks) const;
 };
 
 struct Prediction {

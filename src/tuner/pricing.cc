@@ -1,5 +1,7 @@
 #include "tuner/pricing.h"
 
+#include <utility>
+
 #include "tuner/long_pipeline.h"
 #include "tuner/symmetric_forms.h"
 
@@ -7,6 +9,14 @@ namespace hoop::tuner {
 
 Prediction price(Pricing how, const std::string& name, const schedule::CollectiveDesc& desc, size_t elem_bytes,
                  const LinkView& links, const CostModel& model) {
+  // Where it cannot run (shm-direct across hosts), the registry says why.
+  if (schedule::uses_region(name, desc.op)) {
+    if (auto why = schedule::why_not_here(name, desc.op, links.reach(desc.nranks)); !why.empty()) {
+      Prediction p;
+      p.why_not = std::move(why);
+      return p;
+    }
+  }
   // Beyond 64 ranks the sample misses the slowest rank of the exchange and tree algorithms by
   // up to a few percent (tests/test_sim_fast.cc found 1.5-2% for binomial scatter at N = 128 with
   // 8 ranks per host; the tree is 10% optimistic at 1,024 ranks on 128 hosts), so without a

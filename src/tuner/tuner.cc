@@ -6,7 +6,6 @@
 
 #include "core/op_traits.h"
 #include "hoop/error.h"
-#include "tuner/fast_paths.h"
 #include "tuner/symmetric_forms.h"
 
 namespace hoop::tuner {
@@ -27,9 +26,11 @@ bool any_tcp(const LinkView& links, int nranks) {
   return false;
 }
 
-// Whether the algorithm spreads over channels at all (else more channels change nothing).
+// Whether the algorithm spreads over channels at all (else more channels change nothing). One
+// over the shared region never does (and its schedule, which can be huge for many ranks and a
+// large buffer, need not be built to find that out).
 bool uses_channels(const std::string& name, schedule::CollectiveDesc desc, int k, Pricing how) {
-  if (is_fast_path(name)) return false;
+  if (schedule::uses_region(name, desc.op)) return false;
   desc.nchannels = k;
   if (how == Pricing::symmetric) {
     if (auto known = symmetric_uses_channels(name, desc)) return *known;
@@ -63,13 +64,7 @@ std::vector<Candidate> Tuner::price_all(const schedule::CollectiveDesc& desc, si
       d.topology = &topology_;
       d.nchannels = k;
       if (k > 1 && !forced_channels && !uses_channels(name, d, k, pricing_)) continue;
-      Candidate c{name, k, {}};
-      if (auto fast = predict_fast_path(name, d, elem_bytes, view, model_)) {
-        c.prediction = *fast;
-      } else {
-        c.prediction = price(pricing_, name, d, elem_bytes, view, model_);
-      }
-      out.push_back(std::move(c));
+      out.push_back(Candidate{name, k, price(pricing_, name, d, elem_bytes, view, model_)});
     }
   }
   return out;

@@ -1,5 +1,6 @@
-// Selection: among the algorithms registered for a collective (and the fast paths the
-// communicator can run), the one with the smallest predicted time, and its channel count.
+// Selection: among the algorithms registered for a collective (shm-direct's included: priced by
+// walking its schedules like the others), the one with the smallest predicted time, and its
+// channel count.
 // Choices are cached per (op, element size, power-of-two count bucket, nranks, root == 0):
 // every rank holds the same model and sees the same calls in the same order, so every rank
 // makes the same choice.

@@ -33,8 +33,11 @@ void print_explanation(Communicator& comm, const BenchConfig& cfg, const Layout&
     d.count = layout.count;
     d.blocks = std::move(blocks);
   }
-  const size_t elem = is_half_reduction(cfg.dtype, cfg.collective) ? sizeof(float) : dtype_size(cfg.dtype);
-  auto& tuner = detail::CommAccess::impl(comm).tuner();
+  const DataType elem_type = is_half_reduction(cfg.dtype, cfg.collective) ? DataType::f32 : cfg.dtype;
+  const size_t elem = dtype_size(elem_type);
+  auto& impl = detail::CommAccess::impl(comm);
+  d.region = impl.region_shape(elem_type);
+  auto& tuner = impl.tuner();
   const auto priced = tuner.price_all(d, elem, detail::candidate_algorithms(cfg.collective), detail::channels_from_env());
   const auto pick = tuner::Tuner::best(priced);
   std::string text;

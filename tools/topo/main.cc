@@ -133,6 +133,7 @@ int main(int argc, char** argv) {
           d.op = op;
           d.nranks = n;
           d.count = bytes / 4;
+          d.region = impl.region_shape(DataType::f32);
           if (op == OpType::reducescatter || op == OpType::allgather) d.count = std::max<size_t>(1, d.count / static_cast<size_t>(n));
           const auto pick = tuner::Tuner::best(tuner.price_all(d, 4, detail::candidate_algorithms(op), detail::channels_from_env()));
           line += fmt::format("  {}: {} ({:.1f} us)", human_bytes(bytes), pick.algorithm.empty() ? "-" : pick.algorithm,

@@ -1,4 +1,4 @@
-#include "direct/direct_region.h"
+#include "transport/shm/shared_region.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -20,7 +20,7 @@
 #include "transport/shm/shm_transport.h"
 #include "transport/waiter.h"
 
-namespace hoop::direct {
+namespace hoop::transport::shm {
 
 namespace {
 
@@ -50,20 +50,18 @@ std::byte* map_region(int fd, size_t bytes) {
 #define MADV_POPULATE_WRITE 23  // Linux 5.14
 #endif
 
-// Maps now the pages this rank writes: the control blocks (every rank's counters, read and
-// written on every call) and its own cells and slots, so that none of them is faulted in during
-// an operation. The peers' cells and slots are faulted in at their first read only: mapping the
-// whole region on every rank costs N x the region's pages in page tables (at 512 ranks, 152K
-// pages per rank and tens of seconds of start-up) for pages most ranks never read. A kernel
-// without MADV_POPULATE_WRITE faults them in at first use instead.
+// Maps now the pages this rank writes: the control blocks and window headers (every rank's,
+// read and written on every call) and its own two windows, so that none of them is faulted in
+// during an operation. The peers' windows are faulted in at their first read only: mapping the
+// whole region on every rank costs N x the region's pages in page tables (at 512 ranks, tens of
+// seconds of start-up) for pages most ranks never read. A kernel without MADV_POPULATE_WRITE
+// faults them in at first use instead.
 void populate_own_pages(std::byte* base, const RegionGeometry& geo, int rank) {
   const auto populate = [&](size_t offset, size_t len) {
     if (len > 0) (void)::madvise(base + offset, len, MADV_POPULATE_WRITE);
   };
-  const auto r = static_cast<size_t>(rank);
-  populate(0, geo.cells_offset());
-  populate(geo.cells_offset() + r * 2 * geo.cell_bytes, 2 * geo.cell_bytes);
-  populate(geo.slots_offset() + r * geo.stages * geo.chunk_bytes, geo.stages * geo.chunk_bytes);
+  populate(0, geo.windows_offset());
+  populate(geo.window_offset(rank, 0), 2 * geo.window_bytes);
 }
 
 // Rank 0: a fresh region of the requested geometry, initialised and reserved, in a memfd. It
@@ -71,7 +69,7 @@ void populate_own_pages(std::byte* base, const RegionGeometry& geo, int rank) {
 // the descriptor, and it is gone with the last mapping, however its processes end.
 std::byte* create(const RegionParams& p, const std::string& name, int* fd_out, size_t* bytes_out,
                   const ErrorContext& ctx) {
-  RegionGeometry geo{p.nranks, p.cell_bytes, p.chunk_bytes, p.stages};
+  const RegionGeometry geo{p.nranks, p.window_bytes};
   const size_t total = geo.total_bytes();
   const int raw = ::memfd_create(name.c_str(), MFD_CLOEXEC);
   if (raw < 0) throw_system_error(ErrorCode::transport, "memfd_create " + name, errno, ctx);
@@ -86,14 +84,13 @@ std::byte* create(const RegionParams& p, const std::string& name, int* fd_out, s
     fail("fallocate", err);
   std::byte* base = map_region(fd.get(), total);
   if (base == nullptr) fail("mmap", errno);
-  auto* h = new (base + RegionGeometry::header_offset()) RegionHeader{};
+  auto* h = new (base) RegionHeader{};
   h->version = kRegionVersion;
   h->nranks = p.nranks;
   h->comm_id = p.comm_id;
   h->total_bytes = total;
-  h->cell_bytes = p.cell_bytes;
-  h->chunk_bytes = p.chunk_bytes;
-  h->stages = static_cast<uint32_t>(p.stages);
+  h->window_bytes = p.window_bytes;
+  h->shape_key = p.shape_key;
   h->attached.store(1, std::memory_order_relaxed);
   new (base + RegionGeometry::poison_offset()) PoisonBlock{};
   // The remaining control blocks are zero, as ftruncate left them: counters start at 0.
@@ -108,7 +105,7 @@ std::byte* attach(const RegionParams& p, Store& store, TimePoint deadline,
                   const std::atomic<bool>& abort_flag, std::string* name_out, size_t* bytes_out,
                   const ErrorContext& ctx) {
   const std::string key = store_key(p.comm_id);
-  transport::shm::ProcessLiveness creator;
+  ProcessLiveness creator;
   // Slices of a quarter second: rank 0's death and an abort are noticed within one.
   constexpr auto kSlice = std::chrono::milliseconds(250);
   const auto slice = [&] {
@@ -141,16 +138,25 @@ std::byte* attach(const RegionParams& p, Store& store, TimePoint deadline,
   std::byte* base = map_region(fd.get(), size);
   if (base == nullptr) throw_system_error(ErrorCode::transport, "mmap " + name, errno, ctx);
   const auto* h = reinterpret_cast<const RegionHeader*>(base);
-  const RegionGeometry geo{h->nranks, h->cell_bytes, h->chunk_bytes, h->stages};
+  const RegionGeometry geo{h->nranks, h->window_bytes};
   if (h->ready.load(std::memory_order_acquire) != kRegionReady || h->version != kRegionVersion ||
       h->nranks != p.nranks || h->comm_id != p.comm_id || h->total_bytes != size ||
-      geo.total_bytes() != size || h->stages == 0 || h->chunk_bytes == 0 || h->cell_bytes == 0) {
+      geo.total_bytes() != size || h->window_bytes == 0) {
     ::munmap(base, size);
     throw_error(ErrorCode::protocol,
                 fmt::format("shm-direct region {} has an unexpected layout (version {}, {} ranks, "
                             "{} bytes)",
                             name, h->version, h->nranks, size),
                 ctx);
+  }
+  if (h->shape_key != p.shape_key || h->window_bytes != p.window_bytes) {
+    const uint64_t theirs = h->window_bytes;
+    ::munmap(base, size);
+    throw_error(ErrorCode::invalid_argument,
+                fmt::format("rank 0 cut the shm-direct region for other shm-direct settings than this rank's "
+                            "(windows of {} bytes against {} here): every rank must see the same values",
+                            theirs, p.window_bytes),
+                ErrorContext{ctx.rank, ctx.op, ctx.seq, 0});
   }
   *name_out = name;
   *bytes_out = size;
@@ -159,17 +165,16 @@ std::byte* attach(const RegionParams& p, Store& store, TimePoint deadline,
 
 }  // namespace
 
-Region::Region(std::byte* base, size_t bytes, std::string name, int fd)
+SharedRegion::SharedRegion(std::byte* base, size_t bytes, std::string name, int fd)
     : base_(base), bytes_(bytes), name_(std::move(name)), fd_(fd) {
   const auto* h = reinterpret_cast<const RegionHeader*>(base_);
-  geo_ = RegionGeometry{h->nranks, h->cell_bytes, h->chunk_bytes, h->stages};
+  geo_ = RegionGeometry{h->nranks, h->window_bytes};
   poison_ = reinterpret_cast<PoisonBlock*>(base_ + RegionGeometry::poison_offset());
   ranks_ = reinterpret_cast<RankControl*>(base_ + RegionGeometry::ranks_offset());
-  cell_headers_ = reinterpret_cast<CellHeader*>(base_ + geo_.cell_headers_offset());
-  slot_headers_ = reinterpret_cast<SlotHeader*>(base_ + geo_.slot_headers_offset());
+  headers_ = reinterpret_cast<WindowHeader*>(base_ + geo_.headers_offset());
 }
 
-Region::~Region() {
+SharedRegion::~SharedRegion() {
   if (fd_ >= 0) {
     // Rank 0 may finish an operation (its part of a broadcast) and destroy its communicator
     // before a slower peer has opened the descriptor: hold it until every rank has mapped the
@@ -191,14 +196,14 @@ Region::~Region() {
   ::munmap(base_, bytes_);
 }
 
-std::unique_ptr<Region> Region::open(const RegionParams& p, Store& store, TimePoint deadline,
+std::unique_ptr<SharedRegion> SharedRegion::open(const RegionParams& p, Store& store, TimePoint deadline,
                                      const std::atomic<bool>& abort_flag, const ErrorContext& ctx) {
   std::byte* base = nullptr;
   size_t bytes = 0;
   std::string name;
   int fd = -1;
   if (p.rank == 0) {
-    base = create(p, fmt::format("{}c{:x}-direct", transport::shm_segment_prefix(p.job_id), p.comm_id), &fd,
+    base = create(p, fmt::format("{}c{:x}-direct", shm_segment_prefix(p.job_id), p.comm_id), &fd,
                   &bytes, ctx);
     name = fmt::format("/proc/{}/fd/{}", static_cast<int>(::getpid()), fd);
     try {
@@ -211,7 +216,7 @@ std::unique_ptr<Region> Region::open(const RegionParams& p, Store& store, TimePo
   } else {
     base = attach(p, store, deadline, abort_flag, &name, &bytes, ctx);
   }
-  std::unique_ptr<Region> region(new Region(base, bytes, name, fd));
+  std::unique_ptr<SharedRegion> region(new SharedRegion(base, bytes, name, fd));
   region->pids_ = p.pids;
   populate_own_pages(base, region->geometry(), p.rank);
   auto* h = reinterpret_cast<RegionHeader*>(base);
@@ -222,22 +227,22 @@ std::unique_ptr<Region> Region::open(const RegionParams& p, Store& store, TimePo
   return region;
 }
 
-void Region::poison(int by_rank, const std::string& reason) noexcept {
+void SharedRegion::poison(int by_rank, const std::string& reason) noexcept {
   uint32_t healthy = 0;
   if (poison_->state.compare_exchange_strong(healthy, kPoisonWriting)) {
     const size_t len = std::min(reason.size(), kReasonBytes - 1);
     std::memcpy(poison_->reason, reason.data(), len);
     poison_->reason[len] = '\0';
     poison_->by_rank = by_rank;
-    poison_->state.store(kPoisoned, std::memory_order_release);
+    poison_->state.store(kRegionPoisoned, std::memory_order_release);
   }
   for (int r = 0; r < geo_.nranks; ++r) {
     ranks_[r].wake.fetch_add(1, std::memory_order_seq_cst);
-    transport::Waiter::wake_shared(&ranks_[r].wake);
+    Waiter::wake_shared(&ranks_[r].wake);
   }
 }
 
-void Region::raise_poisoned(const ErrorContext& ctx) const {
+void SharedRegion::raise_poisoned(const ErrorContext& ctx) const {
   // The poisoner writes at most 256 bytes between its two stores; give it a moment, but do
   // not depend on it (it may have been killed in between).
   uint32_t state = poison_->state.load(std::memory_order_acquire);
@@ -248,7 +253,7 @@ void Region::raise_poisoned(const ErrorContext& ctx) const {
   }
   std::string reason = "(no reason given)";
   int by = -1;
-  if (state == kPoisoned) {
+  if (state == kRegionPoisoned) {
     const size_t len = strnlen(poison_->reason, kReasonBytes);
     if (len > 0) reason.assign(poison_->reason, len);
     by = poison_->by_rank;
@@ -260,4 +265,4 @@ void Region::raise_poisoned(const ErrorContext& ctx) const {
   throw_error(ErrorCode::peer_failure, fmt::format("rank {} failed: {}", by, reason), c);
 }
 
-}  // namespace hoop::direct
+}  // namespace hoop::transport::shm

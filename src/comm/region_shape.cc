@@ -1,0 +1,74 @@
+#include "comm/region_shape.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <string_view>
+
+#include "core/hash.h"
+#include "core/params.h"
+
+namespace hoop::detail {
+
+namespace {
+
+constexpr size_t kPage = 4096;
+constexpr size_t kLine = 64;
+
+size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
+size_t elements_from(size_t bytes, size_t elem) { return (bytes + elem - 1) / elem; }  // at least `bytes`
+
+DirectTunables from_env(int nranks) {
+  DirectTunables t{};
+  t.cell_bytes = round_up(std::max<uint64_t>(params::bytes(params::Id::direct_cell_bytes), kPage), kPage);
+  t.small_bytes = std::min<size_t>(params::bytes(params::Id::direct_small_bytes), t.cell_bytes);
+  t.chunk_bytes = round_up(std::max<uint64_t>(params::bytes(params::Id::direct_chunk_bytes), kPage), kPage);
+  t.stages = static_cast<size_t>(params::integer(params::Id::direct_stages));
+  t.single_copy_bytes = params::bytes(params::Id::direct_single_copy_bytes);
+  t.single_copy_allreduce_bytes = params::bytes(params::Id::direct_single_copy_allreduce_bytes);
+  const auto n = static_cast<uint64_t>(std::max(nranks, 1));
+  t.single_copy_alltoall_bytes = params::bytes(params::Id::direct_single_copy_alltoall_bytes) * n * n;
+  t.single_copy_part_bytes =
+      round_up(std::max<uint64_t>(params::bytes(params::Id::direct_single_copy_part_bytes), kLine), kLine);
+  return t;
+}
+
+}  // namespace
+
+size_t DirectTunables::window_bytes() const { return std::max(cell_bytes, stages * chunk_bytes); }
+
+uint64_t DirectTunables::key() const {
+  uint64_t h = fnv1a64("");
+  for (size_t v : {cell_bytes, small_bytes, chunk_bytes, stages, single_copy_bytes, single_copy_allreduce_bytes,
+                   single_copy_alltoall_bytes, single_copy_part_bytes}) {
+    h = fnv1a64(std::string_view(reinterpret_cast<const char*>(&v), sizeof v), h);
+  }
+  return h;
+}
+
+const DirectTunables& direct_tunables(int nranks) {
+  static std::mutex mu;
+  static std::map<int, DirectTunables> cache;
+  std::lock_guard lk(mu);
+  auto it = cache.find(nranks);
+  if (it == cache.end()) it = cache.emplace(nranks, from_env(nranks)).first;
+  return it->second;
+}
+
+schedule::RegionShape region_shape(const DirectTunables& t, size_t elem_bytes, bool single_copy_possible) {
+  const size_t es = std::max<size_t>(elem_bytes, 1);
+  schedule::RegionShape s;
+  s.cell_elements = t.small_bytes / es;
+  s.chunk_elements = std::max<size_t>(t.chunk_bytes / es, 1);
+  s.stages = std::max<size_t>(t.stages, 1);
+  s.align_elements = std::max<size_t>(kLine / es, 1);
+  if (single_copy_possible) {
+    s.single_copy_elements = elements_from(t.single_copy_bytes, es);
+    s.single_copy_allreduce_elements = elements_from(t.single_copy_allreduce_bytes, es);
+    s.single_copy_alltoall_elements = elements_from(t.single_copy_alltoall_bytes, es);
+  }
+  s.single_copy_part_elements = std::max<size_t>(t.single_copy_part_bytes / es, 1);
+  return s;
+}
+
+}  // namespace hoop::detail

@@ -1,0 +1,307 @@
+#include "engine/region_run.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/errors.h"
+#include "engine/frame_check.h"
+#include "engine/timeline.h"
+#include "engine/wait_loop.h"
+#include "kernels/reduce.h"
+#include "transport/shm/region_port.h"
+
+namespace hoop::engine {
+
+namespace {
+
+using schedule::Action;
+using schedule::ActionKind;
+using schedule::Buf;
+using transport::shm::RegionPort;
+
+// What a reduction reads of a peer's own buffer (single copy) per process_vm_readv: large
+// pieces (each call pins the peer's pages), small enough to stay in cache for the reduction.
+constexpr size_t kBouncePiece = size_t{1} << 20;
+
+class RegionRun {
+ public:
+  RegionRun(const RegionRunArgs& args, const schedule::RankSchedule& sched, DataType elem, int nranks,
+            const Buffers& bufs, const OpIdentity& id, std::chrono::milliseconds stall_timeout,
+            std::vector<PeerCounters>& counters)
+      : port_(args.port),
+        bounce_(args.bounce),
+        wait_{args.waiter, args.abort, args.cfg, stall_timeout, args.failure_probe,
+              ErrorContext{id.rank, std::string(to_string(id.op)), id.seq, -1}},
+        sched_(sched),
+        elem_(elem),
+        esize_(dtype_size(elem)),
+        nranks_(nranks),
+        me_(id.rank),
+        bufs_(bufs),
+        id_(id),
+        counters_(counters) {
+    if (counters_.size() < static_cast<size_t>(nranks)) counters_.resize(static_cast<size_t>(nranks));
+  }
+
+  void execute() {
+    if (sched_.region_count * esize_ > port_.window_bytes()) {
+      throw_error(ErrorCode::internal,
+                  fmt::format("{} needs a window of {} bytes, the region has {}", sched_.algorithm,
+                              sched_.region_count * esize_, port_.window_bytes()),
+                  ctx(-1));
+    }
+    port_.begin_op();
+    if (port_.poisoned()) port_.region().raise_poisoned(ctx(-1));
+    for (int p = 0; p < nranks_; ++p) {
+      if (p != me_ && !port_.window_ready(p)) wait_slow(p, 0, /*window=*/true);
+    }
+    port_.announce(call_signature(id_), bufs_.send, bufs_.recv, id_.in_place ? transport::shm::kInPlaceBit : 0);
+    run_steps(sched_.steps, 0);
+    if (sched_.branch != schedule::BranchRule::none) {
+      const size_t v = choose_variant();
+      if (v < sched_.variants.size()) run_steps(sched_.variants[v], sched_.steps.size());
+    }
+  }
+
+ private:
+  // A wait for a peer's flag (or for its start of the operation before: `window`), for
+  // wait_loop.
+  struct FlagWait {
+    static constexpr int kPausesPerSpin = 1;
+    static constexpr uint32_t kSpinsPerCheck = 64;
+    RegionRun& run;
+    int peer;
+    uint32_t flag;
+    bool window;
+    bool ready = false;
+
+    bool advance() {
+      ready = window ? run.port_.window_ready(peer) : run.port_.reached(peer, flag);
+      return ready;
+    }
+    bool done() const { return ready; }
+    bool spin_yields() { return run.port_.shares_cpu_with(peer); }
+    void check_health() {
+      if (run.port_.poisoned()) run.port_.region().raise_poisoned(run.ctx(-1));
+      // A peer that announced another call may never raise the flag awaited (its call takes
+      // another path): a mismatch, not a timeout.
+      if (!window) {
+        if (auto theirs = run.port_.peer_call(peer)) check_same_call(*theirs, run.id_, peer);
+      }
+    }
+    bool arm(transport::Waiter& w) { return window ? run.port_.arm_window(w, peer) : run.port_.arm(w, peer, flag); }
+    void disarm() { run.port_.disarm(); }
+    void check_liveness() {
+      if (run.port_.alive(peer)) return;
+      throw_error(ErrorCode::peer_failure,
+                  fmt::format("rank {} (pid {}) has exited", peer, static_cast<int>(run.port_.pid_of(peer))),
+                  run.ctx(peer));
+    }
+    int blamed_peer() const { return peer; }
+    [[noreturn]] void raise_timeout(nanoseconds stalled) {
+      const double secs = std::chrono::duration<double>(stalled).count();
+      const std::string what =
+          window ? std::string("start the operation before this one")
+                 : fmt::format("raise its flag to {} (step {} of {})", flag, run.step_ + 1, run.total_steps());
+      throw_error(ErrorCode::timeout,
+                  fmt::format("timed out after {:.1f} s waiting for rank {} to {} (shm-direct)", secs, peer, what),
+                  run.ctx(peer));
+    }
+  };
+
+  ErrorContext ctx(int peer) const { return ErrorContext{id_.rank, std::string(to_string(id_.op)), id_.seq, peer}; }
+  size_t total_steps() const {
+    size_t longest = 0;
+    for (const auto& v : sched_.variants) longest = std::max(longest, v.size());
+    return sched_.steps.size() + longest;
+  }
+
+  void wait_slow(int peer, uint32_t flag, bool window) {
+    FlagWait w{*this, peer, flag, window};
+    wait_loop(w, wait_);
+  }
+
+  // Returns once `peer` raised its flag to `flag` in this operation; the first time a peer is
+  // seen in an operation, its call is compared with this rank's.
+  void wait(int peer, uint32_t flag) {
+    if (peer == me_ || flag == 0) return;
+    if (!port_.reached(peer, flag)) [[unlikely]] wait_slow(peer, flag, false);
+    if (port_.first_look(peer)) {
+      if (auto theirs = port_.peer_call(peer)) check_same_call(*theirs, id_, peer);
+    }
+  }
+
+  // Every rank's first publish carries what its call is like: all take the same variant.
+  size_t choose_variant() {
+    bool any_in_place = id_.in_place;
+    for (int p = 0; p < nranks_; ++p) {
+      if (p == me_) continue;
+      wait(p, 1);
+      any_in_place = any_in_place || (port_.peer_bits(p) & transport::shm::kInPlaceBit) != 0;
+    }
+    return schedule::branch_variant(sched_.branch, any_in_place);
+  }
+
+  std::byte* ptr(const schedule::Range& r) const { return bufs_.at(r, esize_, port_.own_window()); }
+
+  // Where an action's remote range is, when this process can address it: this rank's own
+  // memory, or a peer's window. Null for a peer's own buffers (read through the kernel).
+  const std::byte* remote_ptr(const Action& a) const {
+    if (a.peer == me_) return ptr(a.remote);
+    if (a.remote.buf == Buf::region) return port_.peer_window(a.peer) + a.remote.offset * esize_;
+    if (a.remote.buf == Buf::scratch) {
+      throw_error(ErrorCode::internal, fmt::format("{}: a peer's scratch is not readable", sched_.algorithm), ctx(a.peer));
+    }
+    return nullptr;
+  }
+  uint64_t remote_addr(const Action& a) const {
+    return port_.peer_buffer(a.peer, a.remote.buf == Buf::recv) + a.remote.offset * esize_;
+  }
+
+  void read_peer(int peer, void* dst, uint64_t addr, size_t bytes) {
+    if (const int err = port_.read_peer_memory(peer, dst, addr, bytes); err != 0) {
+      throw_system_error(ErrorCode::peer_failure,
+                         fmt::format("shm-direct: cannot read rank {}'s buffer (pid {}); "
+                                     "HOOP_DIRECT_SINGLE_COPY_BYTES=0 copies through shared memory instead",
+                                     peer, static_cast<int>(port_.pid_of(peer))),
+                         err, ctx(peer));
+    }
+  }
+
+  void read(const Action& a) {
+    const size_t bytes = a.dst.count * esize_;
+    if (bytes == 0) return;
+    std::byte* dst = ptr(a.dst);
+    if (const std::byte* src = remote_ptr(a)) {
+      if (src != dst) std::memcpy(dst, src, bytes);
+    } else {
+      read_peer(a.peer, dst, remote_addr(a), bytes);
+    }
+  }
+
+  void read_reduce(const Action& a) {
+    const size_t count = a.dst.count;
+    if (count == 0) return;
+    std::byte* dst = ptr(a.dst);
+    const std::byte* mine = ptr(a.src);
+    if (const std::byte* theirs = remote_ptr(a)) {
+      kernels::reduce(dst, mine, theirs, count, elem_, id_.redop);
+      return;
+    }
+    // A peer's own buffer: through a bounce buffer, a piece at a time.
+    const size_t piece = std::max<size_t>(kBouncePiece / esize_, 1);
+    auto* tmp = static_cast<std::byte*>(bounce_.get(std::min(count, piece) * esize_));
+    const uint64_t addr = remote_addr(a);
+    for (size_t at = 0; at < count; at += piece) {
+      const size_t n = std::min(piece, count - at);
+      read_peer(a.peer, tmp, addr + at * esize_, n * esize_);
+      kernels::reduce(dst + at * esize_, mine + at * esize_, tmp, n, elem_, id_.redop);
+    }
+  }
+
+  void run_action(const Action& a) {
+    switch (a.kind) {
+      case ActionKind::copy:
+        if (a.src.count > 0 && ptr(a.src) != ptr(a.dst)) std::memmove(ptr(a.dst), ptr(a.src), a.src.count * esize_);
+        return;
+      case ActionKind::finish_avg: kernels::finish_avg(ptr(a.dst), a.dst.count, elem_, nranks_); return;
+      case ActionKind::publish:
+        if (port_.published() >= transport::shm::kMaxFlag) {
+          throw_error(ErrorCode::internal, fmt::format("{}: too many publishes in one operation", sched_.algorithm),
+                      ctx(-1));
+        }
+        port_.publish();
+        return;
+      case ActionKind::wait_flag: wait(a.peer, a.flag); return;
+      case ActionKind::read:
+        wait(a.peer, a.flag);
+        read(a);
+        break;
+      case ActionKind::read_reduce:
+        wait(a.peer, a.flag);
+        read_reduce(a);
+        break;
+      default:
+        throw_error(ErrorCode::internal,
+                    fmt::format("{}: a schedule of the shared region holds a send or receive", sched_.algorithm),
+                    ctx(a.peer));
+    }
+    if (a.peer != me_) counters_[static_cast<size_t>(a.peer)].received += a.dst.count * esize_;
+  }
+
+  static bool same_range(const schedule::Range& x, const schedule::Range& y) {
+    return x.buf == y.buf && x.offset == y.offset && x.count == y.count;
+  }
+
+  // A reduction's first two inputs (a `read` of X then a `read_reduce` of X with a second input
+  // into X) in one pass, X = op(first, second), where both are in memory this process
+  // addresses: the first input is not copied on its own. Returns whether it did (then both
+  // actions are done).
+  bool fused_first_pair(const Action& a, const Action* next) {
+    if (a.kind != ActionKind::read || !next || next->kind != ActionKind::read_reduce || a.dst.count == 0 ||
+        !same_range(next->src, a.dst) || !same_range(next->dst, a.dst)) {
+      return false;
+    }
+    const std::byte* first = remote_ptr(a);
+    const std::byte* second = remote_ptr(*next);
+    if (!first || !second) return false;
+    wait(a.peer, a.flag);
+    wait(next->peer, next->flag);
+    kernels::reduce(ptr(a.dst), first, second, a.dst.count, elem_, id_.redop);
+    for (const Action* x : {&a, next}) {
+      if (x->peer != me_) counters_[static_cast<size_t>(x->peer)].received += x->dst.count * esize_;
+    }
+    return true;
+  }
+
+  void run_steps(const std::vector<schedule::Step>& steps, size_t first) {
+    for (size_t k = 0; k < steps.size(); ++k) {
+      step_ = first + k;
+      const auto& actions = steps[k].actions;
+      for (size_t i = 0; i < actions.size(); ++i) {
+        const Action& a = actions[i];
+        const Action* next = i + 1 < actions.size() ? &actions[i + 1] : nullptr;
+        const int64_t start = timeline_ ? Timeline::now_ns() : 0;
+        const bool fused = fused_first_pair(a, next);
+        if (!fused) run_action(a);
+        if (!timeline_) [[likely]] {
+          i += fused;
+          continue;
+        }
+        const int64_t end = Timeline::now_ns();
+        for (const Action* x : {&a, fused ? next : nullptr}) {
+          if (!x) continue;
+          const bool moves = x->kind != ActionKind::publish && x->kind != ActionKind::wait_flag;
+          timeline_->record_action(id_, step_, *x, moves ? x->dst.count * esize_ : 0, start, end);
+        }
+        i += fused;
+      }
+    }
+  }
+
+  RegionPort& port_;
+  ScratchPool& bounce_;
+  WaitContext wait_;
+  const schedule::RankSchedule& sched_;
+  DataType elem_;
+  size_t esize_;
+  int nranks_;
+  int me_;
+  Buffers bufs_;
+  const OpIdentity& id_;
+  std::vector<PeerCounters>& counters_;
+  Timeline* timeline_ = Timeline::global();
+  size_t step_ = 0;
+};
+
+}  // namespace
+
+void run_region_schedule(const RegionRunArgs& args, const schedule::RankSchedule& sched, DataType elem, int nranks,
+                         const Buffers& bufs, const OpIdentity& id, std::chrono::milliseconds stall_timeout,
+                         std::vector<PeerCounters>& counters) {
+  RegionRun(args, sched, elem, nranks, bufs, id, stall_timeout, counters).execute();
+}
+
+}  // namespace hoop::engine

@@ -1,0 +1,16 @@
+#include <utility>
+
+#include "schedule/schedule.h"
+
+namespace hoop::schedule {
+
+RankSchedule with_variant(const RankSchedule& s, size_t variant) {
+  RankSchedule out{s.algorithm, s.steps, s.scratch_count, s.region_count, s.shared_region};
+  if (s.branch != BranchRule::none && variant < s.variants.size()) {
+    const auto& more = s.variants[variant];
+    out.steps.insert(out.steps.end(), more.begin(), more.end());
+  }
+  return out;
+}
+
+}  // namespace hoop::schedule

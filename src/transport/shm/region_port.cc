@@ -1,0 +1,146 @@
+#include "transport/shm/region_port.h"
+
+#include <sched.h>
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace hoop::transport::shm {
+
+RegionPort::RegionPort(std::unique_ptr<SharedRegion> region, int rank, std::vector<pid_t> pids)
+    : region_(std::move(region)),
+      rank_(rank),
+      pids_(std::move(pids)),
+      liveness_(pids_.size()),
+      seen_(pids_.size(), 0),
+      compared_(pids_.size(), 0) {}
+
+void RegionPort::begin_op() {
+  ++op_;
+  window_ = static_cast<unsigned>(op_ & 1);
+  flag_ = 0;
+}
+
+void RegionPort::announce(const CallSignature& call, const void* input, const void* output, uint8_t bits) {
+  WindowHeader& h = region_->header(rank_, window_);
+  h.call = call;
+  h.input_addr = reinterpret_cast<uint64_t>(input);
+  h.output_addr = reinterpret_cast<uint64_t>(output);
+  h.bits = bits;
+}
+
+void RegionPort::publish() {
+  ++flag_;
+  region_->header(rank_, window_).flag.store(flag_word(op_, flag_), std::memory_order_release);
+  notify();
+}
+
+void RegionPort::notify() noexcept {
+#if defined(__SANITIZE_THREAD__)
+  // ThreadSanitizer cannot instrument fences; a seq_cst read-modify-write is a full barrier on
+  // x86 too, and a wake-up lost to weaker ordering would cost one 100 ms sleep slice, not a hang.
+  tsan_fence_word_.fetch_add(0, std::memory_order_seq_cst);
+#else
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
+  const int n = region_->nranks();
+  for (int p = 0; p < n; ++p) {
+    if (p == rank_) continue;
+    RankControl& c = control(p);
+    if (c.sleeping.load(std::memory_order_relaxed) != 0) [[unlikely]] {
+      c.wake.fetch_add(1, std::memory_order_seq_cst);
+      Waiter::wake_shared(&c.wake);
+    }
+  }
+}
+
+std::optional<CallSignature> RegionPort::peer_call(int peer) const {
+  const WindowHeader& h = header(peer);
+  if (op_of(h.flag.load(std::memory_order_acquire)) != op_) return std::nullopt;
+  return h.call;  // written before that publish, rewritten only two operations on
+}
+
+bool RegionPort::arm_on(Waiter& waiter, int peer, uint64_t word) {
+  RankControl& me = control(rank_);
+  me.sleeping.store(1, std::memory_order_seq_cst);
+  const uint32_t wake = me.wake.load(std::memory_order_seq_cst);
+  if (seen(peer, word) || poisoned()) {
+    me.sleeping.store(0, std::memory_order_relaxed);
+    return false;
+  }
+  waiter.add_futex(&me.wake, wake, /*shared=*/true);
+  return true;
+}
+
+bool RegionPort::arm(Waiter& waiter, int peer, uint32_t flag) { return arm_on(waiter, peer, flag_word(op_, flag)); }
+
+bool RegionPort::arm_window(Waiter& waiter, int peer) {
+  return op_ <= 2 ? false : arm_on(waiter, peer, flag_word(op_ - 1, 1));
+}
+
+bool RegionPort::shares_cpu_with(int peer) {
+  RankControl& me = control(rank_);
+  const int cpu = ::sched_getcpu();
+  // Stored only when it changed: this line also holds `sleeping`, which every peer's notify()
+  // reads, and a store would take the line from all their caches (a miss each, every op).
+  if (me.cpu.load(std::memory_order_relaxed) != cpu) me.cpu.store(cpu, std::memory_order_relaxed);
+  return peer >= 0 && cpu >= 0 && control(peer).cpu.load(std::memory_order_relaxed) == cpu;
+}
+
+bool RegionPort::alive(int peer) {
+  const pid_t pid = pids_[static_cast<size_t>(peer)];
+  return pid <= 0 || liveness_[static_cast<size_t>(peer)].alive(pid);
+}
+
+int RegionPort::read_peer_memory(int peer, void* dst, uint64_t addr, size_t bytes) const {
+  const pid_t pid = pids_[static_cast<size_t>(peer)];
+  size_t done = 0;
+  while (done < bytes) {
+    iovec local{static_cast<std::byte*>(dst) + done, bytes - done};
+    iovec remote{reinterpret_cast<void*>(addr + done), bytes - done};
+    const ssize_t got = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return got < 0 ? errno : EIO;
+    done += static_cast<size_t>(got);
+  }
+  return 0;
+}
+
+namespace {
+
+// The real uid on the "Uid:" line of /proc/<pid>/status; -1 when unreadable.
+long real_uid_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Uid:", 0) == 0) {
+      std::istringstream fields(line.substr(4));
+      long uid = -1;
+      fields >> uid;
+      return uid;
+    }
+  }
+  return -1;
+}
+
+}  // namespace
+
+bool peers_can_read_each_other(const std::vector<pid_t>& pids) {
+  // Yama's ptrace_scope 1-3 limit process_vm_readv to ancestors (or nobody): the ranks are
+  // siblings. Without Yama the classic rule applies: same user.
+  std::ifstream yama("/proc/sys/kernel/yama/ptrace_scope");
+  int scope = 0;
+  if (yama && (yama >> scope) && scope != 0) return false;
+  long uid = -2;
+  for (pid_t pid : pids) {
+    const long u = real_uid_of(pid);
+    if (u < 0 || (uid != -2 && u != uid)) return false;
+    uid = u;
+  }
+  return true;
+}
+
+}  // namespace hoop::transport::shm

@@ -1,0 +1,132 @@
+// This rank's end of a communicator's shared region: what the engine needs to run a schedule's
+// shared-region actions (schedule.h: publish, wait_flag, read, read_reduce) and nothing of
+// which algorithm produced them.
+//
+// Every operation on the region gets the next operation number (the same on every rank: all
+// run the same operations in the same order) and the window of that parity. Before this rank
+// writes into a window it was last used two operations ago; every peer must have started the
+// operation in between, which ends its reads of that window (window_ready). A flag value f of
+// `peer` in the current operation is reached once its window header's flag word is at least
+// flag_word(op, f); the words of earlier operations are smaller, so stale values never satisfy
+// a wait. The largest word seen of each peer is kept, so a wait already known to be satisfied
+// costs no read of the peer's line.
+//
+// Sleeping is a Dekker handshake with the publishers: the sleeper raises `sleeping`, reads
+// `wake`, re-checks its condition and sleeps only if `wake` still holds what it read; a
+// publisher stores its flag, fences, and bumps `wake` of every peer whose `sleeping` is up. No
+// system call happens while the peers keep up, and no thread polls while idle.
+#pragma once
+
+#include <sys/types.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "transport/shm/process_liveness.h"
+#include "transport/shm/shared_region.h"
+#include "transport/waiter.h"
+
+namespace hoop::transport::shm {
+
+class RegionPort {
+ public:
+  RegionPort(std::unique_ptr<SharedRegion> region, int rank, std::vector<pid_t> pids);
+
+  int rank() const { return rank_; }
+  int nranks() const { return region_->nranks(); }
+  SharedRegion& region() const { return *region_; }
+  size_t window_bytes() const { return region_->geometry().window_bytes; }
+
+  // Starts the next operation: its number and window. Then wait until window_ready() holds for
+  // every peer, then announce() the call.
+  void begin_op();
+  uint64_t op() const { return op_; }
+  // Whether `peer` is done with this rank's window of the current operation (it started the
+  // operation before, or this window was never used).
+  bool window_ready(int peer) {
+    return op_ <= 2 || seen(peer, flag_word(op_ - 1, 1));
+  }
+  // Writes the call and the buffers' addresses into this rank's window header: read by the
+  // peers once its first publish shows.
+  void announce(const CallSignature& call, const void* input, const void* output, uint8_t bits);
+
+  // Raises this rank's flag by one and wakes the peers that sleep.
+  void publish();
+  uint32_t published() const { return flag_; }
+
+  // Whether `peer`'s flag in the current operation reached `flag`.
+  bool reached(int peer, uint32_t flag) { return seen(peer, flag_word(op_, flag)); }
+  // The call `peer` announced for the current operation, once it published in it (nullopt
+  // before), checked once per operation and peer by the engine.
+  std::optional<CallSignature> peer_call(int peer) const;
+  // Whether this operation's call of `peer` still needs comparing (and mark it compared).
+  bool first_look(int peer) {
+    uint64_t& c = compared_[static_cast<size_t>(peer)];
+    if (c == op_) return false;
+    c = op_;
+    return true;
+  }
+  uint8_t peer_bits(int peer) const { return header(peer).bits; }
+
+  // The windows of the current operation: this rank's, and a peer's (read only).
+  std::byte* own_window() const { return region_->window(rank_, window_); }
+  const std::byte* peer_window(int peer) const { return region_->window(peer, window_); }
+  // Where `peer`'s input (or output) buffer is in its address space, as it announced it.
+  uint64_t peer_buffer(int peer, bool output) const {
+    const WindowHeader& h = header(peer);
+    return output ? h.output_addr : h.input_addr;
+  }
+  // Copies `bytes` from `addr` in `peer`'s address space (process_vm_readv). Returns 0, or the
+  // errno of a failure.
+  int read_peer_memory(int peer, void* dst, uint64_t addr, size_t bytes) const;
+  pid_t pid_of(int peer) const { return pids_[static_cast<size_t>(peer)]; }
+
+  // Sleeping until `peer` reaches `flag` (see above). arm() returns false when it already has.
+  bool arm(Waiter& waiter, int peer, uint32_t flag);
+  bool arm_window(Waiter& waiter, int peer);
+  void disarm() { control(rank_).sleeping.store(0, std::memory_order_relaxed); }
+  // Whether a spinning wait on `peer` should give its core away: the peer last waited on this
+  // rank's CPU (the scheduler put both there), so every spin delays the very write awaited.
+  bool shares_cpu_with(int peer);
+
+  bool alive(int peer);
+  bool poisoned() const { return region_->poisoned(); }
+  void poison(const std::string& reason) noexcept { region_->poison(rank_, reason); }
+
+ private:
+  RankControl& control(int r) const { return region_->control(r); }
+  WindowHeader& header(int r) const { return region_->header(r, window_); }
+  bool seen(int peer, uint64_t word) {
+    uint64_t& s = seen_[static_cast<size_t>(peer)];
+    if (s >= word) [[likely]] return true;
+    // A word of the previous operation sits in the other window.
+    const unsigned w = op_of(word) == op_ ? window_ : window_ ^ 1u;
+    s = std::max(s, region_->header(peer, w).flag.load(std::memory_order_acquire));
+    return s >= word;
+  }
+  bool arm_on(Waiter& waiter, int peer, uint64_t word);
+  void notify() noexcept;
+
+  std::unique_ptr<SharedRegion> region_;
+  int rank_;
+  std::vector<pid_t> pids_;
+  std::vector<ProcessLiveness> liveness_;
+  uint64_t op_ = 0;
+  unsigned window_ = 0;
+  uint32_t flag_ = 0;
+  std::vector<uint64_t> seen_;      // per peer: the largest flag word read
+  std::vector<uint64_t> compared_;  // per peer: the last operation whose call was compared
+  std::atomic<uint32_t> tsan_fence_word_{0};  // see notify()
+};
+
+// Whether every process of `pids` may read the others' memory with process_vm_readv: the same
+// user, and no Yama restriction beyond the classic ptrace rules. The same answer on every rank
+// of one machine (it reads the same files).
+bool peers_can_read_each_other(const std::vector<pid_t>& pids);
+
+}  // namespace hoop::transport::shm
