@@ -64,22 +64,15 @@ void CommImpl::execute(const OpTask& t) {
       check.phase = kSignaturePhase;
       run_schedule(schedule::signature_ring(size(), rank_), t.dtype, engine::Buffers{}, check, timeout);
     }
-    OpTask task = t;
-    const bool half = is_half_reduction(t.dtype, t.desc.op);
-    const DataType elem = half ? DataType::f32 : t.dtype;
-    task.desc.region = region_shape(elem);
-    const AlgoChoice choice = choose_algorithm(task);
-    std::string algo = choice.name;
-    if (algo == schedule::kDirectAlgorithm && !direct_runs_here(t.desc.op, reach())) {
-      algo.clear();  // forced, not applicable here: the default
-    }
-    task.desc.nchannels = choice.nchannels;
+    const Prepared& run = prepare(t);
     id.in_place = t.desc.in_place;
-    if (half) {
-      run_half_precision(task, algo, id, timeout);
+    if (!run.schedule) {
+      OpTask task = t;
+      task.desc.region = region_shape(DataType::f32);
+      task.desc.nchannels = run.nchannels;
+      run_half_precision(task, run.algo, id, timeout);
     } else {
-      run_schedule(schedule_for(algo, task.desc, elem), t.dtype, engine::Buffers{t.send, t.recv, nullptr}, id,
-                   timeout);
+      run_schedule(*run.schedule, t.dtype, engine::Buffers{t.send, t.recv, nullptr}, id, timeout);
     }
     ++ops_done_;
   } catch (const Error& e) {
@@ -91,6 +84,38 @@ void CommImpl::execute(const OpTask& t) {
 schedule::Reach CommImpl::reach() const {
   const Transport* forced = forced_transport(transport_mode_);
   return schedule::Reach{local_size_ == size(), !forced || forced->kind == TransportKind::shm};
+}
+
+const CommImpl::Prepared& CommImpl::prepare(const OpTask& t) {
+  const auto& d = t.desc;
+  Prepared& p = last_call_;
+  const int root = has_root(d.op) ? d.root : -1;
+  if (p.valid && !d.blocks && p.op == d.op && p.dtype == t.dtype && p.count == d.count && p.root == root &&
+      p.redop == d.redop && p.in_place == d.in_place && p.forced == t.opts.algo) [[likely]] {
+    return p;
+  }
+  p.valid = false;
+  const bool half = is_half_reduction(t.dtype, d.op);
+  const DataType elem = half ? DataType::f32 : t.dtype;
+  OpTask task = t;
+  task.desc.region = region_shape(elem);
+  const AlgoChoice choice = choose_algorithm(task);
+  p.algo = choice.name;
+  if (p.algo == schedule::kDirectAlgorithm && !direct_runs_here(d.op, reach())) {
+    p.algo.clear();  // forced, not applicable here: the default
+  }
+  p.nchannels = choice.nchannels;
+  task.desc.nchannels = choice.nchannels;
+  p.schedule = half ? nullptr : schedule_for(p.algo, task.desc, elem);
+  p.op = d.op;
+  p.dtype = t.dtype;
+  p.count = d.count;
+  p.root = root;
+  p.redop = d.redop;
+  p.in_place = d.in_place;
+  p.forced = t.opts.algo;
+  p.valid = !d.blocks;  // a v-form's blocks are its own: worked out every time
+  return p;
 }
 
 void CommImpl::run_schedule(const schedule::RankSchedule& s, DataType elem, const engine::Buffers& bufs,

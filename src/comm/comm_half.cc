@@ -23,7 +23,8 @@ void CommImpl::run_half_precision(const OpTask& t, const std::string& algo, engi
     case OpType::allreduce: {
       auto* f = static_cast<float*>(staging_.get(d.count * sizeof(float)));
       kernels::to_f32(f, t.send, t.dtype, d.count);
-      const auto& chosen = schedule_for(algo, d32, DataType::f32);
+      const auto chosen_schedule = schedule_for(algo, d32, DataType::f32);
+      const auto& chosen = *chosen_schedule;
       if (chosen.algorithm != "ring") {
         run_schedule(chosen, DataType::f32, {f, f, nullptr}, id, timeout);
         kernels::from_f32(out, t.dtype, f, d.count);
@@ -48,14 +49,14 @@ void CommImpl::run_half_precision(const OpTask& t, const std::string& algo, engi
       auto* f = static_cast<float*>(staging_.get(total * sizeof(float)));
       kernels::to_f32(f, t.send, t.dtype, total);
       float* mine = f + in.displ(rank_);
-      run_schedule(schedule_for(algo, d32, DataType::f32), DataType::f32, {f, mine, nullptr}, id, timeout);
+      run_schedule(*schedule_for(algo, d32, DataType::f32), DataType::f32, {f, mine, nullptr}, id, timeout);
       kernels::from_f32(out, t.dtype, mine, in.count(rank_));
       return;
     }
     case OpType::reduce: {
       auto* f = static_cast<float*>(staging_.get(d.count * sizeof(float)));
       kernels::to_f32(f, t.send, t.dtype, d.count);
-      run_schedule(schedule_for(algo, d32, DataType::f32), DataType::f32, {f, f, nullptr}, id, timeout);
+      run_schedule(*schedule_for(algo, d32, DataType::f32), DataType::f32, {f, f, nullptr}, id, timeout);
       if (rank_ == d.root) kernels::from_f32(out, t.dtype, f, d.count);
       return;
     }

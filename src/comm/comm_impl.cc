@@ -82,7 +82,9 @@ CommImpl::CommImpl(std::shared_ptr<JobContext> job, uint64_t comm_id, int rank,
   }
   p2p_->set_revocation_lookup([this] { return revocation_explaining_failure(); });
   engine_.set_failure_probe([this] { return failed_elsewhere_.load(); });
-  engine_.set_region_getter([this](TimePoint deadline) -> transport::shm::RegionPort& { return region(deadline); });
+  engine_.set_region_getter([this](std::chrono::milliseconds timeout) -> transport::shm::RegionPort& {
+    return region_ ? *region_ : region(Clock::now() + timeout);
+  });
 }
 
 CommImpl::~CommImpl() {

@@ -140,8 +140,25 @@ class CommImpl {
   // The shared region of the communicator's ranks (shm-direct), opened at first use.
   transport::shm::RegionPort& region(TimePoint deadline);
   // The rank's schedule of `algo` for `desc`, built once per call shape (comm_region.cc).
-  const schedule::RankSchedule& schedule_for(const std::string& algo, const schedule::CollectiveDesc& desc,
-                                             DataType elem);
+  std::shared_ptr<const schedule::RankSchedule> schedule_for(const std::string& algo,
+                                                             const schedule::CollectiveDesc& desc, DataType elem);
+  // What a call runs: its algorithm, channels and (but for f16/bf16 staging) its schedule,
+  // worked out once per call shape; the last call's is kept, so a repeated call (a training
+  // loop's, a benchmark's) looks nothing up (comm_dispatch.cc).
+  struct Prepared {
+    bool valid = false;
+    OpType op = OpType::allreduce;
+    DataType dtype = DataType::f32;
+    size_t count = 0;
+    int root = 0;
+    RedOp redop = RedOp::sum;
+    bool in_place = false;
+    std::string forced;  // OpOptions::algo
+    std::string algo;    // "" only when nothing is registered (the registry's default then)
+    int nchannels = 1;
+    std::shared_ptr<const schedule::RankSchedule> schedule;  // null: f16/bf16 staging
+  };
+  const Prepared& prepare(const OpTask& t);
   void fail(const Error& e);
   // The first member to fail sets every other member's watch key to say so (comm_revoke.cc);
   // a member's watcher then raises failed_elsewhere_, which its stalled waits give up on.
@@ -208,7 +225,7 @@ class CommImpl {
   };
   std::map<ScheduleKey, std::shared_ptr<const schedule::RankSchedule>> schedules_;
   size_t cached_actions_ = 0;
-  std::shared_ptr<const schedule::RankSchedule> uncached_;  // the last schedule too large to keep
+  Prepared last_call_;
   const bool signature_check_;  // HOOP_CHECK=1: compare every collective's call across ranks first
   uint64_t ops_done_ = 0;
   std::string last_algorithm_;

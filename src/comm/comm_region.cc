@@ -57,27 +57,22 @@ const schedule::RegionShape& CommImpl::region_shape(DataType elem) {
       .first->second;
 }
 
-const schedule::RankSchedule& CommImpl::schedule_for(const std::string& algo, const schedule::CollectiveDesc& d,
-                                                     DataType elem) {
-  if (d.blocks) {
-    // A v-form's blocks are this call's own: built each time.
-    uncached_ = std::make_shared<const schedule::RankSchedule>(schedule::build(algo, d, rank_));
-    return *uncached_;
-  }
+std::shared_ptr<const schedule::RankSchedule> CommImpl::schedule_for(const std::string& algo,
+                                                                     const schedule::CollectiveDesc& d, DataType elem) {
+  // A v-form's blocks are this call's own: built each time.
+  if (d.blocks) return std::make_shared<const schedule::RankSchedule>(schedule::build(algo, d, rank_));
   ScheduleKey key{algo, d.op, elem, d.count, has_root(d.op) ? d.root : -1, d.redop, d.in_place, d.nchannels};
-  if (auto it = schedules_.find(key); it != schedules_.end()) return *it->second;
+  if (auto it = schedules_.find(key); it != schedules_.end()) return it->second;
   auto built = std::make_shared<const schedule::RankSchedule>(schedule::build(algo, d, rank_));
   const size_t actions = action_count(*built);
-  if (actions > kCachedActionsPerSchedule) {
-    uncached_ = std::move(built);
-    return *uncached_;
-  }
+  if (actions > kCachedActionsPerSchedule) return built;
   if (cached_actions_ + actions > kCachedActionsInAll) {
     schedules_.clear();
     cached_actions_ = 0;
   }
   cached_actions_ += actions;
-  return *schedules_.emplace(std::move(key), std::move(built)).first->second;
+  schedules_.emplace(std::move(key), built);
+  return built;
 }
 
 }  // namespace hoop::detail

@@ -37,6 +37,7 @@ void CommImpl::calibrate(Communicator& self) {
     std::lock_guard lk(tuner_mu_);
     choices_.clear();  // made with the model before the calibration
   }
+  last_call_.valid = false;
   std::lock_guard lk(mu_);
   last_algorithm_.clear();
 }

@@ -492,7 +492,7 @@ void Engine::run(const schedule::RankSchedule& sched, DataType elem, int nranks,
   try {
     if (sched.shared_region) {
       if (!get_region_) throw_error(ErrorCode::internal, fmt::format("{}: this engine has no shared region", sched.algorithm));
-      transport::shm::RegionPort& port = get_region_(Clock::now() + stall_timeout);
+      transport::shm::RegionPort& port = get_region_(stall_timeout);
       run_region_schedule(RegionRunArgs{port, waiter_, abort_, cfg_, failure_probe_, bounce_}, sched, elem, nranks,
                           bufs, id, stall_timeout, counters);
     } else {

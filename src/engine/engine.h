@@ -81,9 +81,9 @@ class Engine {
   // get_link(peer, channel, deadline) returns the (possibly newly connected) link to a peer on
   // one of its channels (parallel links of a multi-ring).
   using LinkGetter = std::function<transport::Link&(int peer, int channel, TimePoint deadline)>;
-  // get_region(deadline) returns this rank's end of the communicator's shared region (opened at
-  // first use), for schedules of shared-region actions.
-  using RegionGetter = std::function<transport::shm::RegionPort&(TimePoint deadline)>;
+  // get_region(timeout) returns this rank's end of the communicator's shared region (opened at
+  // first use, within `timeout`), for schedules of shared-region actions.
+  using RegionGetter = std::function<transport::shm::RegionPort&(std::chrono::milliseconds timeout)>;
 
   Engine(LinkGetter get_link, transport::Waiter& waiter, const std::atomic<bool>& abort_flag,
          EngineConfig cfg);

@@ -30,10 +30,10 @@ class RegionRun {
   RegionRun(const RegionRunArgs& args, const schedule::RankSchedule& sched, DataType elem, int nranks,
             const Buffers& bufs, const OpIdentity& id, std::chrono::milliseconds stall_timeout,
             std::vector<PeerCounters>& counters)
-      : port_(args.port),
+      : args_(args),
+        port_(args.port),
         bounce_(args.bounce),
-        wait_{args.waiter, args.abort, args.cfg, stall_timeout, args.failure_probe,
-              ErrorContext{id.rank, std::string(to_string(id.op)), id.seq, -1}},
+        stall_timeout_(stall_timeout),
         sched_(sched),
         elem_(elem),
         esize_(dtype_size(elem)),
@@ -41,6 +41,7 @@ class RegionRun {
         me_(id.rank),
         bufs_(bufs),
         id_(id),
+        call_(call_signature(id)),
         counters_(counters) {
     if (counters_.size() < static_cast<size_t>(nranks)) counters_.resize(static_cast<size_t>(nranks));
   }
@@ -57,7 +58,6 @@ class RegionRun {
     for (int p = 0; p < nranks_; ++p) {
       if (p != me_ && !port_.window_ready(p)) wait_slow(p, 0, /*window=*/true);
     }
-    port_.announce(call_signature(id_), bufs_.send, bufs_.recv, id_.in_place ? transport::shm::kInPlaceBit : 0);
     run_steps(sched_.steps, 0);
     if (sched_.branch != schedule::BranchRule::none) {
       const size_t v = choose_variant();
@@ -88,7 +88,7 @@ class RegionRun {
       // A peer that announced another call may never raise the flag awaited (its call takes
       // another path): a mismatch, not a timeout.
       if (!window) {
-        if (auto theirs = run.port_.peer_call(peer)) check_same_call(*theirs, run.id_, peer);
+        if (auto theirs = run.port_.peer_call(peer)) run.compare_call(*theirs, peer);
       }
     }
     bool arm(transport::Waiter& w) { return window ? run.port_.arm_window(w, peer) : run.port_.arm(w, peer, flag); }
@@ -120,7 +120,7 @@ class RegionRun {
 
   void wait_slow(int peer, uint32_t flag, bool window) {
     FlagWait w{*this, peer, flag, window};
-    wait_loop(w, wait_);
+    wait_loop(w, WaitContext{args_.waiter, args_.abort, args_.cfg, stall_timeout_, args_.failure_probe, ctx(-1)});
   }
 
   // Returns once `peer` raised its flag to `flag` in this operation; the first time a peer is
@@ -129,8 +129,14 @@ class RegionRun {
     if (peer == me_ || flag == 0) return;
     if (!port_.reached(peer, flag)) [[unlikely]] wait_slow(peer, flag, false);
     if (port_.first_look(peer)) {
-      if (auto theirs = port_.peer_call(peer)) check_same_call(*theirs, id_, peer);
+      if (auto theirs = port_.peer_call(peer)) compare_call(*theirs, peer);
     }
+  }
+
+  // Calls the same to the byte match; others may still (fields a collective ignores), and
+  // check_same_call says.
+  void compare_call(const transport::shm::CallSignature& theirs, int peer) const {
+    if (!(theirs == call_)) [[unlikely]] check_same_call(theirs, id_, peer);
   }
 
   // Every rank's first publish carries what its call is like: all take the same variant.
@@ -208,6 +214,11 @@ class RegionRun {
         return;
       case ActionKind::finish_avg: kernels::finish_avg(ptr(a.dst), a.dst.count, elem_, nranks_); return;
       case ActionKind::publish:
+        // The call goes out with the first publish, written right before it: a peer polling
+        // this line sees it change once.
+        if (port_.published() == 0) {
+          port_.announce(call_, bufs_.send, bufs_.recv, id_.in_place ? transport::shm::kInPlaceBit : 0);
+        }
         if (port_.published() >= transport::shm::kMaxFlag) {
           throw_error(ErrorCode::internal, fmt::format("{}: too many publishes in one operation", sched_.algorithm),
                       ctx(-1));
@@ -260,30 +271,39 @@ class RegionRun {
     for (size_t k = 0; k < steps.size(); ++k) {
       step_ = first + k;
       const auto& actions = steps[k].actions;
-      for (size_t i = 0; i < actions.size(); ++i) {
+      const size_t n = actions.size();
+      for (size_t i = 0; i < n; ++i) {
         const Action& a = actions[i];
-        const Action* next = i + 1 < actions.size() ? &actions[i + 1] : nullptr;
-        const int64_t start = timeline_ ? Timeline::now_ns() : 0;
-        const bool fused = fused_first_pair(a, next);
-        if (!fused) run_action(a);
-        if (!timeline_) [[likely]] {
-          i += fused;
-          continue;
+        const Action* next = i + 1 < n ? &actions[i + 1] : nullptr;
+        if (timeline_) [[unlikely]] {
+          i += traced(a, next);
+        } else if (fused_first_pair(a, next)) {
+          ++i;
+        } else {
+          run_action(a);
         }
-        const int64_t end = Timeline::now_ns();
-        for (const Action* x : {&a, fused ? next : nullptr}) {
-          if (!x) continue;
-          const bool moves = x->kind != ActionKind::publish && x->kind != ActionKind::wait_flag;
-          timeline_->record_action(id_, step_, *x, moves ? x->dst.count * esize_ : 0, start, end);
-        }
-        i += fused;
       }
     }
   }
 
+  // run_action (or the fused pair) recorded on the timeline; returns whether the pair was fused.
+  bool traced(const Action& a, const Action* next) {
+    const int64_t start = Timeline::now_ns();
+    const bool fused = fused_first_pair(a, next);
+    if (!fused) run_action(a);
+    const int64_t end = Timeline::now_ns();
+    for (const Action* x : {&a, fused ? next : nullptr}) {
+      if (!x) continue;
+      const bool moves = x->kind != ActionKind::publish && x->kind != ActionKind::wait_flag;
+      timeline_->record_action(id_, step_, *x, moves ? x->dst.count * esize_ : 0, start, end);
+    }
+    return fused;
+  }
+
+  const RegionRunArgs& args_;
   RegionPort& port_;
   ScratchPool& bounce_;
-  WaitContext wait_;
+  std::chrono::milliseconds stall_timeout_;
   const schedule::RankSchedule& sched_;
   DataType elem_;
   size_t esize_;
@@ -291,6 +311,7 @@ class RegionRun {
   int me_;
   Buffers bufs_;
   const OpIdentity& id_;
+  const transport::shm::CallSignature call_;
   std::vector<PeerCounters>& counters_;
   Timeline* timeline_ = Timeline::global();
   size_t step_ = 0;

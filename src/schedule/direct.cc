@@ -6,7 +6,7 @@
 //
 //  - cells (inputs up to RegionShape::cell_elements): every rank copies its input into its
 //    window and reduces (or copies) every window itself, in rank order, so all ranks compute
-//    the same bits; flags: 1 input published, 2 done reading.
+//    the same bits; one flag: the input is published.
 //  - slots (larger inputs): pipelined chunks through `stages` slots per rank. AllReduce and
 //    Reduce: each rank copies a chunk into its slot except the part it reduces itself (in), reduces
 //    its part reading every slot in rank order into its scratch and leaves the result in its
@@ -225,8 +225,8 @@ class DirectBuilder {
         break;
       default: unsupported();
     }
-    step();
-    raise();  // done reading the windows
+    // No "done reading" flag: nothing in the operation waits for one, and the transport
+    // rewrites a window only once every peer started the next operation (which ends its reads).
   }
 
   // ---- slots

@@ -43,7 +43,7 @@ class RegionPort {
   size_t window_bytes() const { return region_->geometry().window_bytes; }
 
   // Starts the next operation: its number and window. Then wait until window_ready() holds for
-  // every peer, then announce() the call.
+  // every peer before writing the window, and announce() the call before the first publish.
   void begin_op();
   uint64_t op() const { return op_; }
   // Whether `peer` is done with this rank's window of the current operation (it started the
