@@ -49,6 +49,9 @@ def main():
     p.add_argument("-f", "--factor", type=int, default=4)
     p.add_argument("--budget", default="128M", help="bytes reduced per size, backend and round (sets iterations)")
     p.add_argument("--rounds", type=int, default=3, help="rounds per size; the best is shown")
+    p.add_argument("--shared", action="store_true",
+                   help="tensors in shared memory (share_memory_()), for both backends: hoop registers "
+                        "them and reduces in place in the peers' memory")
     args = p.parse_args()
 
     torch.set_num_threads(1)
@@ -69,7 +72,8 @@ def main():
             assert torch.all(check == size), f"{name}: wrong all_reduce result at {nbytes} bytes"
         for _ in range(args.rounds):
             for name, group in groups.items():
-                t = time_allreduce(torch.zeros(n), group, iters, max(2, iters // 10), control)
+                tensor = torch.zeros(n).share_memory_() if args.shared else torch.zeros(n)
+                t = time_allreduce(tensor, group, iters, max(2, iters // 10), control)
                 best[name] = min(t, best.get(name, t))
         rows.append([nbytes] + [(best[name], nbytes / best[name] * 2 * (size - 1) / size / 1e9)
                                 for name in groups])
@@ -77,7 +81,7 @@ def main():
 
     if rank == 0:
         print(f"torch.distributed.all_reduce, float32 sum, {size} ranks on one host "
-              f"(torch {torch.__version__})\n")
+              f"(torch {torch.__version__}){', tensors in shared memory' if args.shared else ''}\n")
         print("| size | gloo time (us) | gloo busbw (GB/s) | hoop time (us) | hoop busbw (GB/s) | hoop / gloo |")
         print("|---:|---:|---:|---:|---:|---:|")
         for nbytes, (tg, bg), (th, bh) in rows:

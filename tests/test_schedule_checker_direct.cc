@@ -50,6 +50,10 @@ std::vector<int> roots(OpType op, int n) {
   return r;
 }
 
+void expect_refused(const std::string& problem, const std::string& fragment) {
+  EXPECT_NE(problem.find(fragment), std::string::npos) << "problem: '" << problem << "', expected '" << fragment << "'";
+}
+
 enum class Path { cells, slots, single_copy };
 
 // The path of the schedule as it runs when every rank calls alike (a branch's variant 0).
@@ -168,6 +172,87 @@ TEST(DirectScheduleChecker, AllToAllInPlaceOnSomeRanksTakesTheSlotsEverywhere) {
   EXPECT_NE(check_schedules(descs, forced), "");
 }
 
+// AllReduce and Reduce over registered buffers: every rank reduces its part reading the peers'
+// inputs in place and writes the result into every output (zero copy); when one rank's buffers
+// are not registered, all take the other path alike. Checked up to 64 ranks, in and out of
+// place, with every root; and the zero-copy path without its final wait must be refused.
+TEST(DirectScheduleChecker, ZeroCopyOverRegisteredBuffersUpTo64Ranks) {
+  int checked = 0, failures = 0;
+  for (int n = 1; n <= kCheckerMaxRanks; ++n) {
+    if (n > 16 && n % 7 != 0 && n != kCheckerMaxRanks) continue;
+    for (OpType op : {OpType::allreduce, OpType::reduce}) {
+      for (size_t count : {size_t{16}, size_t{17}, size_t{101}, size_t{1000}}) {
+        for (int root : roots(op, n)) {
+          for (bool in_place : {false, true}) {
+            for (int registered : {0, 1, 2}) {  // none, all, all but the last rank
+              for (bool single_copy : {false, true}) {
+                RegionShape shape = small_shape(2, single_copy, n);
+                shape.registered_elements = 16;
+                shape.zero_copy_piece_elements = 8;
+                std::vector<CollectiveDesc> descs;
+                for (int r = 0; r < n; ++r) {
+                  const bool reg = registered == 1 || (registered == 2 && r != n - 1);
+                  descs.push_back(CollectiveDesc{.op = op, .count = count, .nranks = n, .root = root,
+                                                 .redop = count == 101 ? RedOp::avg : RedOp::sum,
+                                                 .in_place = in_place, .region = shape, .registered = reg});
+                }
+                const std::string problem = check_algorithm(kDirectAlgorithm, descs);
+                ++checked;
+                if (!problem.empty() && ++failures <= 10) ADD_FAILURE() << problem;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(failures, 0);
+  EXPECT_GT(checked, 1000);
+
+  CollectiveDesc d{.op = OpType::allreduce, .count = 40, .nranks = 3, .region = small_shape(2, false, 3),
+                   .registered = true};
+  d.region.registered_elements = 16;
+  d.region.zero_copy_piece_elements = 8;
+  std::vector<RankSchedule> s;
+  for (int r = 0; r < 3; ++r) {
+    s.push_back(direct_schedule(d, r));
+    ASSERT_EQ(s.back().branch, BranchRule::all_registered);
+    s.back() = with_variant(s.back(), 1);
+  }
+  ASSERT_EQ(check_schedules(d, s), "");
+  for (auto& r : s) {
+    ASSERT_EQ(r.steps.back().actions.back().kind, ActionKind::wait_flag);
+    while (r.steps.back().actions.back().kind == ActionKind::wait_flag) r.steps.back().actions.pop_back();
+  }
+  expect_refused(check_schedules(d, s), "may still");
+}
+
+// A write into a peer's buffer must follow the peer's own reads there (it published after
+// them and the writer waited), and the peer may read what was written only after the writer
+// published it.
+TEST(DirectScheduleChecker, RefusesWritesIntoAPeerThatRaceItsOwnAccesses) {
+  const CollectiveDesc d{.op = OpType::allreduce, .count = 4, .nranks = 2, .in_place = true};
+  const Range all_recv{Buf::recv, 0, 4}, all_scratch{Buf::scratch, 0, 4};
+  // Rank 1 writes rank 0's buffer at rank 0's flag 1, which rank 0 raises before reading it.
+  std::vector<RankSchedule> s(2);
+  for (auto& r : s) {
+    r.scratch_count = 4;
+    r.shared_region = true;
+  }
+  s[0].steps.push_back({{publish(), local_copy(all_recv, all_scratch), wait_flag(1, 1)}});
+  s[1].steps.push_back({{write_to(0, 1, all_recv, Range{Buf::recv, 0, 4}), publish()}});
+  expect_refused(check_schedules(d, s), "while rank 0 may still read it");
+  // Rank 0 reads its buffer before rank 1 published what it wrote there.
+  std::vector<RankSchedule> t(2);
+  for (auto& r : t) {
+    r.scratch_count = 4;
+    r.shared_region = true;
+  }
+  t[0].steps.push_back({{publish(), wait_flag(1, 1), local_copy(all_recv, all_scratch)}});
+  t[1].steps.push_back({{publish(), wait_flag(0, 1), write_to(0, 1, all_recv, Range{Buf::recv, 0, 4})}});
+  expect_refused(check_schedules(d, t), "before rank 1 published what it wrote there");
+}
+
 TEST(DirectScheduleChecker, OneRegistryDecidesWhereItRuns) {
   EXPECT_TRUE(runs_here(kDirectAlgorithm, OpType::allreduce, Reach{true, true}));
   EXPECT_FALSE(runs_here(kDirectAlgorithm, OpType::allreduce, Reach{false, true}));
@@ -180,10 +265,6 @@ TEST(DirectScheduleChecker, OneRegistryDecidesWhereItRuns) {
   EXPECT_EQ(std::count(across_hosts.begin(), across_hosts.end(), kDirectAlgorithm), 0);
   const auto one_host = algorithms_for(OpType::barrier, Reach{true, true});
   EXPECT_EQ(std::count(one_host.begin(), one_host.end(), kDirectAlgorithm), 1);
-}
-
-void expect_refused(const std::string& problem, const std::string& fragment) {
-  EXPECT_NE(problem.find(fragment), std::string::npos) << "problem: '" << problem << "', expected '" << fragment << "'";
 }
 
 CollectiveDesc allgather_desc(int n, size_t count) {

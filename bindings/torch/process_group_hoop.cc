@@ -209,6 +209,7 @@ ProcessGroupHoop::ProcessGroupHoop(const c10::intrusive_ptr<c10d::Store>& store,
   // init_process_group's timeout bounds every wait, unless HOOP_TIMEOUT says otherwise.
   opts.fallback_timeout = timeout;
   comm_ = hoop::Communicator::create(params, opts);
+  shared_ = std::make_unique<SharedTensors>(*comm_);
   completer_ = std::thread([this] { completion_loop(); });
   init();
   std::lock_guard lk(registry_mu);
@@ -320,6 +321,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoop::allreduce(std::vector<at::Tenso
   auto work = c10::make_intrusive<HoopWork>(rank_, c10d::OpType::ALLREDUCE, "hoop:all_reduce",
                                             tensors, std::vector<at::Tensor>{buf},
                                             copy_back_if_staged(t, buf));
+  shared_->note(buf);
   void* p = buf.data_ptr();
   work->attach(comm_->allreduce_async(p, p, reduce_count(buf, r), r.dt, r.op, op_options(opts.timeout)));
   return track(std::move(work));
@@ -363,6 +365,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoop::broadcast(std::vector<at::Tenso
   auto work = c10::make_intrusive<HoopWork>(rank_, c10d::OpType::BROADCAST, "hoop:broadcast",
                                             tensors, std::vector<at::Tensor>{buf},
                                             copy_back_if_staged(t, buf));
+  shared_->note(buf);
   void* p = buf.data_ptr();
   work->attach(comm_->broadcast_async(p, p, byte_size(buf), hoop::DataType::u8,
                                       static_cast<int>(opts.rootRank), op_options(opts.timeout)));
@@ -381,6 +384,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoop::reduce(std::vector<at::Tensor>&
       rank_, c10d::OpType::REDUCE, "hoop:reduce", tensors, std::vector<at::Tensor>{buf},
       root == rank_ ? copy_back_if_staged(t, buf) : nullptr);
   void* p = buf.data_ptr();
+  shared_->note(buf);
   work->attach(comm_->reduce_async(p, p, reduce_count(buf, r), r.dt, r.op, root, op_options(opts.timeout)));
   return track(std::move(work));
 }
@@ -436,6 +440,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoop::_allgather_base(
                                             "hoop:_all_gather_base", std::vector<at::Tensor>{output},
                                             std::vector<at::Tensor>{src, dst},
                                             copy_back_if_staged(output, dst));
+  shared_->note(src);
+  shared_->note(dst);
   work->attach(comm_->allgather_async(src.data_ptr(), dst.data_ptr(), byte_size(src),
                                       hoop::DataType::u8, op_options(opts.timeout)));
   return track(std::move(work));
@@ -493,6 +499,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoop::_reduce_scatter_base(
                                             "hoop:_reduce_scatter_base", std::vector<at::Tensor>{output},
                                             std::vector<at::Tensor>{src, dst},
                                             copy_back_if_staged(output, dst));
+  shared_->note(src);
+  shared_->note(dst);
   work->attach(comm_->reducescatter_async(src.data_ptr(), dst.data_ptr(), reduce_count(dst, r),
                                           r.dt, r.op, op_options(opts.timeout)));
   return track(std::move(work));

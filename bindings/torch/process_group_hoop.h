@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "hoop/communicator.h"
+#include "shared_tensors.h"
 
 namespace hoop_torch {
 
@@ -138,6 +139,7 @@ class ProcessGroupHoop : public c10d::ProcessGroup {
   bool all_released() const { return pending_.empty() && settled_.empty() && in_hand_ == 0; }
 
   std::shared_ptr<hoop::Communicator> comm_;
+  std::unique_ptr<SharedTensors> shared_;  // share_memory_() tensors registered with comm_
   std::mutex mu_;
   std::condition_variable cv_;           // pending_ grew, or stop_
   std::condition_variable callback_cv_;  // settled_ grew, or settling_done_

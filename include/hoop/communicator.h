@@ -137,6 +137,36 @@ class HOOP_API GroupScope {
   bool ended_ = false;
 };
 
+// Memory in a shared mapping that the other ranks of this host can map, then read and write in
+// place (Communicator::alloc). A collective whose buffers lie in registered memory on every rank
+// of the host moves data between the ranks' buffers directly: no copy into a staging slot, no
+// kernel copy (docs/ARCHITECTURE.md, "Registered buffers"). Movable; the destructor (or free())
+// unregisters and unmaps it: a call naming it afterwards fails with invalid_argument.
+class HOOP_API SharedBuffer {
+ public:
+  SharedBuffer() = default;
+  SharedBuffer(SharedBuffer&& other) noexcept;
+  SharedBuffer& operator=(SharedBuffer&& other) noexcept;
+  ~SharedBuffer();
+  SharedBuffer(const SharedBuffer&) = delete;
+  SharedBuffer& operator=(const SharedBuffer&) = delete;
+
+  void* data() const { return data_; }
+  size_t size() const { return size_; }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
+  explicit operator bool() const { return data_ != nullptr; }
+  void free();
+
+ private:
+  friend class Communicator;
+  SharedBuffer(void* data, size_t size) : data_(data), size_(size) {}
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 class HOOP_API Communicator {
  public:
   // Collective over all ranks of InitParams.
@@ -307,6 +337,15 @@ class HOOP_API Communicator {
 
   CommStats stats() const;
   void reset_stats();
+
+  // --- registered buffers (not collective: each rank registers its own memory) ---
+  // `bytes` of fresh memory in a shared mapping, pre-faulted and registered.
+  SharedBuffer alloc(size_t bytes);
+  // Registers memory the caller already has in a shared file mapping (MAP_SHARED of a file, a
+  // memfd or /dev/shm: torch's share_memory_() tensors); throws invalid_argument when it is not
+  // (or overlaps a registered buffer). deregister_buffer(ptr) ends it (ptr: as registered).
+  void register_buffer(void* ptr, size_t bytes);
+  void deregister_buffer(void* ptr);
 
   // For tools: the name of the algorithm the last operation of each kind used ("ring", ...).
   std::string last_algorithm() const;

@@ -83,6 +83,10 @@ struct DpConfig {
   // master weights or parameters and of the optimizer's arrays), refreshed by every commit;
   // 0: none (a dead rank's shard is lost).
   int redundancy = 0;
+  // Gradients, parameters, buckets and gathered layers in registered memory
+  // (Communicator::alloc, kept for reuse across steps): on one host the collectives read and
+  // write the peers' buffers in place (zero copy).
+  bool registered = true;
 };
 
 enum class Phase : uint8_t { forward, backward };

@@ -18,6 +18,10 @@ struct Extents {
   size_t recv = 0;
 };
 Extents vector_extents(const OpTask& t, int rank, int nranks, const ErrorContext& ctx);
+// The same for a collective of one count (not a v-form): elements from its count, N blocks
+// where it has one per rank; none where the rank does not use the buffer (a broadcast's
+// non-root send, a reduce's non-root recv, ...).
+Extents call_extents(OpType op, size_t count, int rank, int nranks, int root);
 
 // What "in place" means for `op` (for the error about overlapping buffers).
 const char* in_place_rule(OpType op);

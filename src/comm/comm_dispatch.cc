@@ -7,10 +7,12 @@
 
 #include <array>
 
+#include "comm/collective_args.h"
 #include "comm/transports.h"
 #include "core/errors.h"
 #include "core/log.h"
 #include "core/op_traits.h"
+#include "transport/shm/buffer_registry.h"
 
 namespace hoop::detail {
 
@@ -64,7 +66,8 @@ void CommImpl::execute(const OpTask& t) {
       check.phase = kSignaturePhase;
       run_schedule(schedule::signature_ring(size(), rank_), t.dtype, engine::Buffers{}, check, timeout);
     }
-    const Prepared& run = prepare(t);
+    const Registration reg = registration(t);
+    const Prepared& run = prepare(t, reg.all);
     id.in_place = t.desc.in_place;
     if (!run.schedule) {
       OpTask task = t;
@@ -72,7 +75,12 @@ void CommImpl::execute(const OpTask& t) {
       task.desc.nchannels = run.nchannels;
       run_half_precision(task, run.algo, id, timeout);
     } else {
-      run_schedule(*run.schedule, t.dtype, engine::Buffers{t.send, t.recv, nullptr}, id, timeout);
+      engine::Buffers bufs{t.send, t.recv, nullptr};
+      if (run.schedule->announces_buffers) {
+        bufs.registered = reg.buffers;
+        bufs.all_registered = reg.all;
+      }
+      run_schedule(*run.schedule, t.dtype, bufs, id, timeout);
     }
     ++ops_done_;
   } catch (const Error& e) {
@@ -86,12 +94,39 @@ schedule::Reach CommImpl::reach() const {
   return schedule::Reach{local_size_ == size(), !forced || forced->kind == TransportKind::shm};
 }
 
-const CommImpl::Prepared& CommImpl::prepare(const OpTask& t) {
+CommImpl::Registration CommImpl::registration(const OpTask& t) const {
+  Registration reg;
+  const auto& registry = transport::shm::BufferRegistry::instance();
+  if (registry.empty() || local_size_ != size() || is_vector_op(t.desc.op)) return reg;
+  const Extents e = call_extents(t.desc.op, t.desc.count, rank_, size(), t.desc.root);
+  const size_t es = dtype_size(t.dtype);
+  bool all = e.send > 0 || e.recv > 0;
+  const auto announce = [&](const void* p, size_t elements, transport::shm::AnnouncedBuffer& out) {
+    if (elements == 0) return;
+    const auto r = registry.find(p, elements * es);
+    if (!r) {
+      all = false;
+      return;
+    }
+    out.fd = r->fd;
+    out.id = static_cast<uint32_t>(r->id);
+    out.map_offset = r->map_offset;
+    out.map_bytes = r->map_bytes;
+    out.delta = r->delta + (reinterpret_cast<uintptr_t>(p) - r->base);
+  };
+  announce(t.send, e.send, reg.buffers[0]);
+  announce(t.recv, e.recv, reg.buffers[1]);
+  reg.all = all;
+  return reg;
+}
+
+const CommImpl::Prepared& CommImpl::prepare(const OpTask& t, bool registered) {
   const auto& d = t.desc;
   Prepared& p = last_call_;
   const int root = has_root(d.op) ? d.root : -1;
   if (p.valid && !d.blocks && p.op == d.op && p.dtype == t.dtype && p.count == d.count && p.root == root &&
-      p.redop == d.redop && p.in_place == d.in_place && p.forced == t.opts.algo) [[likely]] {
+      p.redop == d.redop && p.in_place == d.in_place && p.registered == registered && p.forced == t.opts.algo)
+      [[likely]] {
     return p;
   }
   p.valid = false;
@@ -99,6 +134,7 @@ const CommImpl::Prepared& CommImpl::prepare(const OpTask& t) {
   const DataType elem = half ? DataType::f32 : t.dtype;
   OpTask task = t;
   task.desc.region = region_shape(elem);
+  task.desc.registered = registered;
   const AlgoChoice choice = choose_algorithm(task);
   p.algo = choice.name;
   if (p.algo == schedule::kDirectAlgorithm && !direct_runs_here(d.op, reach())) {
@@ -113,6 +149,7 @@ const CommImpl::Prepared& CommImpl::prepare(const OpTask& t) {
   p.root = root;
   p.redop = d.redop;
   p.in_place = d.in_place;
+  p.registered = registered;
   p.forced = t.opts.algo;
   p.valid = !d.blocks;  // a v-form's blocks are its own: worked out every time
   return p;

@@ -153,12 +153,20 @@ class CommImpl {
     int root = 0;
     RedOp redop = RedOp::sum;
     bool in_place = false;
+    bool registered = false;
     std::string forced;  // OpOptions::algo
     std::string algo;    // "" only when nothing is registered (the registry's default then)
     int nchannels = 1;
     std::shared_ptr<const schedule::RankSchedule> schedule;  // null: f16/bf16 staging
   };
-  const Prepared& prepare(const OpTask& t);
+  const Prepared& prepare(const OpTask& t, bool registered);
+  // This call's buffers as the shared region announces them: registered ones with what a peer
+  // maps ([0] send, [1] recv; fd -1 where not), `all` when every buffer it uses is registered.
+  struct Registration {
+    bool all = false;
+    transport::shm::AnnouncedBuffer buffers[2]{{-1, 0, 0, 0, 0}, {-1, 0, 0, 0, 0}};
+  };
+  Registration registration(const OpTask& t) const;
   void fail(const Error& e);
   // The first member to fail sets every other member's watch key to say so (comm_revoke.cc);
   // a member's watcher then raises failed_elsewhere_, which its stalled waits give up on.
@@ -238,6 +246,7 @@ class CommImpl {
     DataType dtype;
     size_t count;
     int root;
+    bool registered;
     std::string algo;
     auto operator<=>(const ChoiceKey&) const = default;
   };

@@ -57,7 +57,7 @@ tuner::Tuner& CommImpl::tuner() {
 
 CommImpl::AlgoChoice CommImpl::choose_algorithm(const OpTask& t) {
   const bool rooted = has_root(t.desc.op);
-  ChoiceKey key{t.desc.op, t.dtype, t.desc.count, rooted ? t.desc.root : -1, t.opts.algo};
+  ChoiceKey key{t.desc.op, t.dtype, t.desc.count, rooted ? t.desc.root : -1, t.desc.registered, t.opts.algo};
   {
     std::lock_guard lk(tuner_mu_);
     if (auto it = choices_.find(key); it != choices_.end()) return it->second;

@@ -8,6 +8,7 @@
 #include "core/byte_ranges.h"
 #include "core/errors.h"
 #include "core/op_traits.h"
+#include "transport/shm/buffer_registry.h"
 
 namespace hoop::detail {
 
@@ -36,26 +37,8 @@ void CommImpl::validate(const OpTask& t) const {
   const Extents v = is_vector_op(d.op) ? vector_extents(t, rank_, n, ctx) : Extents{};
   HOOP_CHECK_ARG(is_vector_op(d.op) || d.count <= std::numeric_limits<size_t>::max() / es / mult / 2, ctx,
                  "count {} of {} overflows the address space", d.count, to_string(t.dtype));
-  const size_t one = d.count * es, all = one * mult;
-  size_t send_bytes = 0, recv_bytes = 0;
-  switch (d.op) {
-    case OpType::allreduce: send_bytes = one; recv_bytes = one; break;
-    case OpType::reducescatter: send_bytes = all; recv_bytes = one; break;
-    case OpType::allgather: send_bytes = one; recv_bytes = all; break;
-    case OpType::broadcast: send_bytes = rank_ == d.root ? one : 0; recv_bytes = one; break;
-    case OpType::reduce: send_bytes = one; recv_bytes = rank_ == d.root ? one : 0; break;
-    case OpType::send: send_bytes = one; break;
-    case OpType::recv: recv_bytes = one; break;
-    case OpType::barrier: break;
-    case OpType::alltoall: send_bytes = all; recv_bytes = all; break;
-    case OpType::gather: send_bytes = one; recv_bytes = rank_ == d.root ? all : 0; break;
-    case OpType::scatter: send_bytes = rank_ == d.root ? all : 0; recv_bytes = one; break;
-    case OpType::alltoallv:
-    case OpType::gatherv:
-    case OpType::scatterv:
-    case OpType::allgatherv:
-    case OpType::reducescatterv: send_bytes = v.send * es; recv_bytes = v.recv * es; break;
-  }
+  const Extents e = is_vector_op(d.op) ? v : call_extents(d.op, d.count, rank_, n, d.root);
+  const size_t send_bytes = e.send * es, recv_bytes = e.recv * es;
   HOOP_CHECK_ARG(send_bytes == 0 || t.send, ctx, "send buffer is null (count {})", d.count);
   HOOP_CHECK_ARG(recv_bytes == 0 || t.recv, ctx, "recv buffer is null (count {})", d.count);
   const auto end_ok = [](const void* p, size_t bytes) {
@@ -68,6 +51,31 @@ void CommImpl::validate(const OpTask& t) const {
   if (send_bytes && recv_bytes && !d.in_place) {
     HOOP_CHECK_ARG(!ranges_overlap(t.send, send_bytes, t.recv, recv_bytes), ctx,
                    "send and recv buffers overlap without being in place (in place means {})", in_place_rule(d.op));
+  }
+  const auto& registry = transport::shm::BufferRegistry::instance();
+  if (!registry.none_freed()) {
+    HOOP_CHECK_ARG(send_bytes == 0 || !registry.was_freed(t.send, send_bytes), ctx,
+                   "the send buffer lies in a SharedBuffer that was freed");
+    HOOP_CHECK_ARG(recv_bytes == 0 || !registry.was_freed(t.recv, recv_bytes), ctx,
+                   "the recv buffer lies in a SharedBuffer that was freed");
+  }
+}
+
+Extents call_extents(OpType op, size_t count, int rank, int nranks, int root) {
+  const size_t all = sends_block_per_rank(op) || receives_block_per_rank(op) ? count * static_cast<size_t>(nranks) : count;
+  const bool is_root = rank == root;
+  switch (op) {
+    case OpType::allreduce: return {count, count};
+    case OpType::reducescatter: return {all, count};
+    case OpType::allgather: return {count, all};
+    case OpType::broadcast: return {is_root ? count : 0, count};
+    case OpType::reduce: return {count, is_root ? count : 0};
+    case OpType::send: return {count, 0};
+    case OpType::recv: return {0, count};
+    case OpType::alltoall: return {all, all};
+    case OpType::gather: return {count, is_root ? all : 0};
+    case OpType::scatter: return {is_root ? all : 0, count};
+    default: return {};  // barrier; the v-forms' come from their blocks
   }
 }
 

@@ -14,6 +14,9 @@ namespace {
 
 constexpr size_t kPage = 4096;
 constexpr size_t kLine = 64;
+// Zero copy reduces a piece of its part in scratch, then writes it to every output: a piece
+// that stays in the core's L2 while it is written N times.
+constexpr size_t kZeroCopyPieceBytes = 256 * 1024;
 
 size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 size_t elements_from(size_t bytes, size_t elem) { return (bytes + elem - 1) / elem; }  // at least `bytes`
@@ -30,6 +33,7 @@ DirectTunables from_env(int nranks) {
   t.single_copy_alltoall_bytes = params::bytes(params::Id::direct_single_copy_alltoall_bytes) * n * n;
   t.single_copy_part_bytes =
       round_up(std::max<uint64_t>(params::bytes(params::Id::direct_single_copy_part_bytes), kLine), kLine);
+  t.registered_bytes = params::bytes(params::Id::direct_registered_bytes);
   return t;
 }
 
@@ -40,7 +44,7 @@ size_t DirectTunables::window_bytes() const { return std::max(cell_bytes, stages
 uint64_t DirectTunables::key() const {
   uint64_t h = fnv1a64("");
   for (size_t v : {cell_bytes, small_bytes, chunk_bytes, stages, single_copy_bytes, single_copy_allreduce_bytes,
-                   single_copy_alltoall_bytes, single_copy_part_bytes}) {
+                   single_copy_alltoall_bytes, single_copy_part_bytes, registered_bytes}) {
     h = fnv1a64(std::string_view(reinterpret_cast<const char*>(&v), sizeof v), h);
   }
   return h;
@@ -66,7 +70,10 @@ schedule::RegionShape region_shape(const DirectTunables& t, size_t elem_bytes, b
     s.single_copy_elements = elements_from(t.single_copy_bytes, es);
     s.single_copy_allreduce_elements = elements_from(t.single_copy_allreduce_bytes, es);
     s.single_copy_alltoall_elements = elements_from(t.single_copy_alltoall_bytes, es);
+    // Mapping a peer's registered buffer takes the same permission as reading its memory.
+    s.registered_elements = elements_from(t.registered_bytes, es);
   }
+  s.zero_copy_piece_elements = std::max<size_t>(kZeroCopyPieceBytes / es, 1);
   s.single_copy_part_elements = std::max<size_t>(t.single_copy_part_bytes / es, 1);
   return s;
 }

@@ -33,6 +33,9 @@ struct DirectTunables {
   // What a single-copy reduction reads from one peer per part: the kernel's read (pinning the
   // peer's pages) wants large pieces; HOOP_DIRECT_SINGLE_COPY_PART_BYTES.
   size_t single_copy_part_bytes;
+  // AllReduce and Reduce from this many bytes decide at run time, alike on every rank, whether
+  // every rank's buffers are registered (zero copy); HOOP_DIRECT_REGISTERED_BYTES, 0: never.
+  size_t registered_bytes;
 
   // Each of a rank's two windows: room for the cells or for every stage's slot.
   size_t window_bytes() const;

@@ -77,6 +77,7 @@ enum class Id : uint8_t {
   direct_single_copy_allreduce_bytes,
   direct_single_copy_alltoall_bytes,
   direct_single_copy_part_bytes,
+  direct_registered_bytes,
   host_id,
   trace,
   calibrate,

@@ -79,6 +79,9 @@ constexpr std::array<Param, static_cast<size_t>(Id::count_)> kParams = {{
             "peers' buffers with `process_vm_readv`; 0 turns it off"},
     {.id = Id::direct_single_copy_part_bytes, .name = "HOOP_DIRECT_SINGLE_COPY_PART_BYTES", .kind = K::size, .fallback = "1M",
      .doc = "shm-direct: bytes read per peer and `process_vm_readv` call (whole cache lines)"},
+    {.id = Id::direct_registered_bytes, .name = "HOOP_DIRECT_REGISTERED_BYTES", .kind = K::size, .fallback = "1M",
+     .doc = "shm-direct: AllReduce and Reduce from this size go zero copy when every rank's buffers "
+            "are registered (`Communicator::alloc`); 0 turns it off"},
     {.id = Id::host_id, .name = "HOOP_HOST_ID", .kind = K::text, .fallback = "",
      .doc = "override same-host detection (hoop-run --hosts sets the host's name); unset: host "
             "name, boot id and network namespace"},

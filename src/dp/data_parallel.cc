@@ -36,6 +36,7 @@ DataParallelImpl::DataParallelImpl(std::shared_ptr<Communicator> comm, DpConfig 
     rank_ = comm_->rank();
     nranks_ = comm_->size();
     timer_ = std::make_unique<CommTimer>();
+    if (cfg_.registered) pool_ = std::make_unique<RegisteredPool>(comm_.get());
   }
   HOOP_CHECK_ARG(cfg_.stage >= 0 && cfg_.stage <= 3, ctx("DataParallel"),
                  "ZeRO stage {} (expected 0, 1, 2 or 3)", cfg_.stage);
@@ -142,10 +143,10 @@ void DataParallelImpl::finalize() {
 
   const size_t n = layout_.numel, shard = layout_.shard, pb = pbytes();
   const int stage = cfg_.stage;
-  params_ = TrackedBuffer(ledger_, MemKind::params, (stage == 3 ? shard : n) * pb);
+  params_ = TrackedBuffer(ledger_, MemKind::params, (stage == 3 ? shard : n) * pb, pool());
   const size_t grad_elems = stage == 0 ? n : stage == 1 ? shard * static_cast<size_t>(nranks_)
                                                         : shard;
-  grads_ = TrackedBuffer(ledger_, MemKind::grads, grad_elems * pb);
+  grads_ = TrackedBuffer(ledger_, MemKind::grads, grad_elems * pb, pool());
   if (mixed_) master_ = TrackedBuffer(ledger_, MemKind::optimizer, domain() * sizeof(float));
   const int nstates = optimizer_state_count(cfg_.optimizer);
   if (nstates >= 1) state0_ = TrackedBuffer(ledger_, MemKind::optimizer, domain() * sizeof(float));
@@ -255,7 +256,7 @@ void DataParallelImpl::start_gather(int layer) {
   const Group& g = layout_.layers[static_cast<size_t>(layer)];
   GatheredLayer& gl = gathered_[layer];
   const size_t pb = pbytes();
-  gl.packed = TrackedBuffer(ledger_, MemKind::comm, g.seg * static_cast<size_t>(nranks_) * pb);
+  gl.packed = TrackedBuffer(ledger_, MemKind::comm, g.seg * static_cast<size_t>(nranks_) * pb, pool());
   const std::byte* send = params_.data() + g.shard_offset * pb;
   if (comm_) {
     gl.work = comm_->allgather_async(send, gl.packed.data(), g.seg, pdt_, cfg_.op_options);
@@ -325,7 +326,7 @@ void DataParallelImpl::layer_grads(int layer, const float* grads) {
     } else {
       TrackedBuffer& staging = filling_[static_cast<size_t>(s.bucket)];
       if (staging.empty()) {
-        staging = TrackedBuffer(ledger_, MemKind::comm, b.seg * static_cast<size_t>(nranks_) * pb);
+        staging = TrackedBuffer(ledger_, MemKind::comm, b.seg * static_cast<size_t>(nranks_) * pb, pool());
       }
       pack_tensor(b, t, src, staging.data());
     }
@@ -459,7 +460,7 @@ void DataParallelImpl::step() {
   const int nstates = optimizer_state_count(cfg_.optimizer);
   const size_t pb = pbytes();
   TrackedBuffer send;
-  if (cfg_.stage == 1 || cfg_.stage == 2) send = TrackedBuffer(ledger_, MemKind::comm, layout_.shard * pb);
+  if (cfg_.stage == 1 || cfg_.stage == 2) send = TrackedBuffer(ledger_, MemKind::comm, layout_.shard * pb, pool());
   for (size_t i = 0; i < layout_.tensors.size(); ++i) {
     const int t = static_cast<int>(i);
     const TensorSlot& s = layout_.tensors[i];

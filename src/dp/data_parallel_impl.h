@@ -59,6 +59,10 @@ class DataParallelImpl {
   bool finalized_ = false;
   uint64_t steps_ = 0;
   MemoryLedger ledger_;
+  // Registered memory for the buffers the collectives read and write (DpConfig::registered),
+  // declared before them: they give their memory back to it.
+  std::unique_ptr<RegisteredPool> pool_;
+  RegisteredPool* pool() const { return pool_.get(); }
   std::unique_ptr<CommTimer> timer_;
   CommTiming last_timing_;
   std::vector<BucketInfo> bucket_info_;

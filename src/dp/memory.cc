@@ -25,8 +25,27 @@ void MemoryLedger::add(MemKind kind, uint64_t bytes) {
 
 void MemoryLedger::sub(MemKind kind, uint64_t bytes) { slot(report_.current, kind) -= bytes; }
 
-TrackedBuffer::TrackedBuffer(MemoryLedger& ledger, MemKind kind, size_t bytes)
-    : ledger_(&ledger), kind_(kind), bytes_(bytes), data_(new std::byte[bytes > 0 ? bytes : 1]()) {
+SharedBuffer RegisteredPool::take(size_t bytes) {
+  const size_t size = bytes > 0 ? bytes : 1;
+  auto it = free_.find(size);
+  if (it == free_.end() || it->second.empty()) return comm_->alloc(size);  // fresh: zero
+  SharedBuffer b = std::move(it->second.back());
+  it->second.pop_back();
+  std::memset(b.data(), 0, size);
+  return b;
+}
+
+void RegisteredPool::give_back(SharedBuffer b) {
+  if (b) free_[b.size()].push_back(std::move(b));
+}
+
+TrackedBuffer::TrackedBuffer(MemoryLedger& ledger, MemKind kind, size_t bytes, RegisteredPool* pool)
+    : ledger_(&ledger), kind_(kind), bytes_(bytes), pool_(pool) {
+  if (pool_) {
+    shared_ = pool_->take(bytes);
+  } else {
+    data_.reset(new std::byte[bytes > 0 ? bytes : 1]());
+  }
   ledger_->add(kind_, bytes_);
 }
 
@@ -37,16 +56,22 @@ TrackedBuffer& TrackedBuffer::operator=(TrackedBuffer&& o) noexcept {
     kind_ = o.kind_;
     bytes_ = o.bytes_;
     data_ = std::move(o.data_);
+    shared_ = std::move(o.shared_);
+    pool_ = o.pool_;
     o.ledger_ = nullptr;
     o.bytes_ = 0;
+    o.pool_ = nullptr;
   }
   return *this;
 }
 
 void TrackedBuffer::reset() {
-  if (data_ && ledger_) ledger_->sub(kind_, bytes_);
+  if (!empty() && ledger_) ledger_->sub(kind_, bytes_);
   data_.reset();
+  if (shared_ && pool_) pool_->give_back(std::move(shared_));
+  shared_ = SharedBuffer();
   ledger_ = nullptr;
+  pool_ = nullptr;
   bytes_ = 0;
 }
 

@@ -110,8 +110,7 @@ class Run {
     const TimePoint deadline = Clock::now() + stall_timeout_;
     for (const auto& step : sched_.steps) {
       for (const Action& a : step.actions) {
-        if (a.kind == ActionKind::publish || a.kind == ActionKind::wait_flag || a.kind == ActionKind::read ||
-            a.kind == ActionKind::read_reduce) {
+        if (schedule::is_region_action(a.kind)) {
           throw_error(ErrorCode::internal,
                       fmt::format("{}: shared-region actions do not run over links", sched_.algorithm), ctx(-1));
         }

@@ -17,6 +17,7 @@
 #include "schedule/schedule.h"
 #include "engine/scratch.h"
 #include "transport/link.h"
+#include "transport/shm/region_layout.h"
 #include "transport/waiter.h"
 
 namespace hoop::transport::shm {
@@ -43,6 +44,11 @@ struct Buffers {
   const void* send = nullptr;
   void* recv = nullptr;
   void* scratch = nullptr;
+  // Registered buffers (zero copy), as the shared region announces them to the peers: [0] send,
+  // [1] recv, fd < 0 where not registered; null: none. all_registered: every buffer the call
+  // uses is registered.
+  const transport::shm::AnnouncedBuffer* registered = nullptr;
+  bool all_registered = false;
   // Where range `r` (elements of `esize` bytes) lies; `region`: the rank's window in the
   // shared region, for the schedules that have one.
   std::byte* at(const schedule::Range& r, size_t esize, std::byte* region = nullptr) const {

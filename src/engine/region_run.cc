@@ -9,6 +9,7 @@
 #include "engine/frame_check.h"
 #include "engine/timeline.h"
 #include "engine/wait_loop.h"
+#include "kernels/copy.h"
 #include "kernels/reduce.h"
 #include "transport/shm/region_port.h"
 
@@ -141,29 +142,59 @@ class RegionRun {
 
   // Every rank's first publish carries what its call is like: all take the same variant.
   size_t choose_variant() {
-    bool any_in_place = id_.in_place;
+    bool any_in_place = id_.in_place, all_registered = bufs_.all_registered;
     for (int p = 0; p < nranks_; ++p) {
       if (p == me_) continue;
       wait(p, 1);
-      any_in_place = any_in_place || (port_.peer_bits(p) & transport::shm::kInPlaceBit) != 0;
+      const uint8_t bits = port_.peer_bits(p);
+      any_in_place = any_in_place || (bits & transport::shm::kInPlaceBit) != 0;
+      all_registered = all_registered && (bits & transport::shm::kRegisteredBit) != 0;
     }
-    return schedule::branch_variant(sched_.branch, any_in_place);
+    return schedule::branch_variant(sched_.branch, any_in_place, all_registered);
   }
 
   std::byte* ptr(const schedule::Range& r) const { return bufs_.at(r, esize_, port_.own_window()); }
 
   // Where an action's remote range is, when this process can address it: this rank's own
-  // memory, or a peer's window. Null for a peer's own buffers (read through the kernel).
-  const std::byte* remote_ptr(const Action& a) const {
+  // memory, a peer's window, or a peer's registered buffer (mapped here). Null for a peer's
+  // other buffers (moved through the kernel).
+  std::byte* remote_ptr(const Action& a) {
     if (a.peer == me_) return ptr(a.remote);
-    if (a.remote.buf == Buf::region) return port_.peer_window(a.peer) + a.remote.offset * esize_;
-    if (a.remote.buf == Buf::scratch) {
-      throw_error(ErrorCode::internal, fmt::format("{}: a peer's scratch is not readable", sched_.algorithm), ctx(a.peer));
+    switch (a.remote.buf) {
+      case Buf::region: return const_cast<std::byte*>(port_.peer_window(a.peer)) + a.remote.offset * esize_;
+      case Buf::send:
+      case Buf::recv: {
+        std::byte* base = port_.peer_mapped(a.peer, a.remote.buf == Buf::recv);
+        return base ? base + a.remote.offset * esize_ : nullptr;
+      }
+      case Buf::scratch: break;
     }
-    return nullptr;
+    throw_error(ErrorCode::internal, fmt::format("{}: a peer's scratch is not addressable", sched_.algorithm), ctx(a.peer));
   }
   uint64_t remote_addr(const Action& a) const {
     return port_.peer_buffer(a.peer, a.remote.buf == Buf::recv) + a.remote.offset * esize_;
+  }
+
+  // dst = src, around the caches where the schedule says the output is not read again soon.
+  static void copy_bytes(std::byte* dst, const std::byte* src, size_t bytes, bool stream) {
+    if (stream) kernels::copy_stream(dst, src, bytes);
+    else std::memcpy(dst, src, bytes);
+  }
+
+  void write(const Action& a) {
+    const size_t bytes = a.src.count * esize_;
+    if (bytes == 0) return;
+    const std::byte* src = ptr(a.src);
+    if (std::byte* dst = remote_ptr(a)) {
+      copy_bytes(dst, src, bytes, a.stream);
+      return;
+    }
+    if (const int err = port_.write_peer_memory(a.peer, remote_addr(a), src, bytes); err != 0) {
+      throw_system_error(ErrorCode::peer_failure,
+                         fmt::format("shm-direct: cannot write rank {}'s buffer (pid {})", a.peer,
+                                     static_cast<int>(port_.pid_of(a.peer))),
+                         err, ctx(a.peer));
+    }
   }
 
   void read_peer(int peer, void* dst, uint64_t addr, size_t bytes) {
@@ -210,14 +241,19 @@ class RegionRun {
   void run_action(const Action& a) {
     switch (a.kind) {
       case ActionKind::copy:
-        if (a.src.count > 0 && ptr(a.src) != ptr(a.dst)) std::memmove(ptr(a.dst), ptr(a.src), a.src.count * esize_);
+        if (a.src.count > 0 && ptr(a.src) != ptr(a.dst)) {
+          if (a.stream) kernels::copy_stream(ptr(a.dst), ptr(a.src), a.src.count * esize_);
+          else std::memmove(ptr(a.dst), ptr(a.src), a.src.count * esize_);
+        }
         return;
       case ActionKind::finish_avg: kernels::finish_avg(ptr(a.dst), a.dst.count, elem_, nranks_); return;
       case ActionKind::publish:
         // The call goes out with the first publish, written right before it: a peer polling
         // this line sees it change once.
         if (port_.published() == 0) {
-          port_.announce(call_, bufs_.send, bufs_.recv, id_.in_place ? transport::shm::kInPlaceBit : 0);
+          const uint8_t bits = (id_.in_place ? transport::shm::kInPlaceBit : 0) |
+                               (bufs_.all_registered ? transport::shm::kRegisteredBit : 0);
+          port_.announce(call_, bufs_.send, bufs_.recv, bits, bufs_.registered);
         }
         if (port_.published() >= transport::shm::kMaxFlag) {
           throw_error(ErrorCode::internal, fmt::format("{}: too many publishes in one operation", sched_.algorithm),
@@ -234,6 +270,11 @@ class RegionRun {
         wait(a.peer, a.flag);
         read_reduce(a);
         break;
+      case ActionKind::write:
+        wait(a.peer, a.flag);
+        write(a);
+        if (a.peer != me_) counters_[static_cast<size_t>(a.peer)].sent += a.src.count * esize_;
+        return;
       default:
         throw_error(ErrorCode::internal,
                     fmt::format("{}: a schedule of the shared region holds a send or receive", sched_.algorithm),
@@ -286,6 +327,11 @@ class RegionRun {
     }
   }
 
+  size_t moved_bytes(const Action& a) const {
+    if (a.kind == ActionKind::publish || a.kind == ActionKind::wait_flag) return 0;
+    return (a.kind == ActionKind::write ? a.src.count : a.dst.count) * esize_;
+  }
+
   // run_action (or the fused pair) recorded on the timeline; returns whether the pair was fused.
   bool traced(const Action& a, const Action* next) {
     const int64_t start = Timeline::now_ns();
@@ -294,8 +340,7 @@ class RegionRun {
     const int64_t end = Timeline::now_ns();
     for (const Action* x : {&a, fused ? next : nullptr}) {
       if (!x) continue;
-      const bool moves = x->kind != ActionKind::publish && x->kind != ActionKind::wait_flag;
-      timeline_->record_action(id_, step_, *x, moves ? x->dst.count * esize_ : 0, start, end);
+      timeline_->record_action(id_, step_, *x, moved_bytes(*x), start, end);
     }
     return fused;
   }

@@ -29,6 +29,7 @@ const char* action_name(schedule::ActionKind k) {
     case schedule::ActionKind::wait_flag: return "wait";
     case schedule::ActionKind::read: return "read";
     case schedule::ActionKind::read_reduce: return "read-reduce";
+    case schedule::ActionKind::write: return "write";
   }
   return "?";
 }
@@ -38,7 +39,8 @@ namespace {
 // Lane 0 holds the operations; then one lane per (peer, direction), and one for local work.
 int lane_of(const schedule::Action& a) {
   switch (a.kind) {
-    case schedule::ActionKind::send: return 2 + 2 * a.peer;
+    case schedule::ActionKind::send:
+    case schedule::ActionKind::write: return 2 + 2 * a.peer;
     case schedule::ActionKind::recv_copy:
     case schedule::ActionKind::recv_reduce: return 3 + 2 * a.peer;
     default: return 1;

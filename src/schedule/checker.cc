@@ -39,11 +39,14 @@ struct Run {
   uint64_t expr = 0;   // hash of the expression tree
   int avg = 0;         // times divided by nranks
   uint32_t wepoch = 0; // shared-region schedules: the writer's epoch (its publishes before it, + 1)
+  int writer = -1;     // shared-region schedules: the rank that wrote it (-1: the owner, or nobody yet)
 };
 using Runs = std::vector<Run>;
 
 bool continues(const Run& a, const Run& b) {
-  if (a.ranks != b.ranks || a.expr != b.expr || a.avg != b.avg || a.wepoch != b.wepoch) return false;
+  if (a.ranks != b.ranks || a.expr != b.expr || a.avg != b.avg || a.wepoch != b.wepoch || a.writer != b.writer) {
+    return false;
+  }
   if (a.index == kUndefined || b.index == kUndefined) return a.index == b.index;
   return b.index == a.index + static_cast<int64_t>(a.len);
 }
@@ -72,6 +75,7 @@ class Memory {
   }
 
   size_t size() const { return size_; }
+  Runs all() const { return read(0, size_); }
 
   Runs read(size_t off, size_t cnt) const {
     Runs out;
@@ -165,15 +169,9 @@ bool is_transfer(const Action& a) {
 bool is_recv(const Action& a) {
   return a.kind == ActionKind::recv_copy || a.kind == ActionKind::recv_reduce;
 }
-bool is_region(const Action& a) {
-  return a.kind == ActionKind::publish || a.kind == ActionKind::wait_flag || a.kind == ActionKind::read ||
-         a.kind == ActionKind::read_reduce;
-}
+bool is_region(const Action& a) { return is_region_action(a.kind); }
 // Whether the action waits for a peer's flag (a read of this rank's own memory does not).
-bool waits(const Action& a, int r) {
-  return (a.kind == ActionKind::wait_flag || a.kind == ActionKind::read || a.kind == ActionKind::read_reduce) &&
-         a.peer != r;
-}
+bool waits(const Action& a, int r) { return a.kind != ActionKind::publish && is_region(a) && a.peer != r; }
 
 std::string action_text(const Action& a) {
   std::string ch = a.channel != 0 ? fmt::format(" channel {}", a.channel) : "";
@@ -195,6 +193,8 @@ std::string action_text(const Action& a) {
     case ActionKind::read_reduce:
       return fmt::format("read-reduce {} = {} op rank {} {} at flag {}", range_text(a.dst), range_text(a.src), a.peer,
                          range_text(a.remote), a.flag);
+    case ActionKind::write:
+      return fmt::format("write rank {} {} = {} at flag {}", a.peer, range_text(a.remote), range_text(a.src), a.flag);
   }
   return "?";
 }
@@ -233,7 +233,10 @@ class Checker {
     }
     for (const RankSchedule& rs : s_) {
       for (const Step& step : rs.steps) {
-        for (const Action& a : step.actions) region_ = region_ || is_region(a);
+        for (const Action& a : step.actions) {
+          region_ = region_ || is_region(a);
+          remote_writes_ = remote_writes_ || a.kind == ActionKind::write;
+        }
       }
     }
     for (int r = 0; r < n_; ++r) setup_rank(r);
@@ -416,35 +419,77 @@ class Checker {
       rs.mem[static_cast<size_t>(v.mem)].write(v.base + range.offset, vals);
       return;
     }
-    // Shared-region schedules: a peer's read of this memory must be ordered before the write
-    // (the peer published after reading, and this rank waited for that).
+    write_shared(r, r, v, range, vals);
+  }
+
+  // Shared-region schedules: `writer` writes `range` of `owner`'s memory. Every other rank's
+  // read of it (the owner's included) must be ordered before (the reader published after
+  // reading, and the writer waited for that), and so must every other rank's write there.
+  void write_shared(int writer, int owner, const View& v, const Range& range, const Runs& vals) {
+    RankState& ws = st(writer);
+    RankState& os = st(owner);
     const size_t lo = v.base + range.offset, hi = lo + total(vals);
-    auto& reads = rs.reads[static_cast<size_t>(v.mem)];
+    const std::string whose = owner == writer ? std::string() : fmt::format(" of rank {}", owner);
+    auto& reads = os.reads[static_cast<size_t>(v.mem)];
     for (const Access& x : reads) {
-      if (x.lo < hi && lo < x.hi && rs.clock[static_cast<size_t>(x.reader)] < x.epoch) {
-        fail_at(r, rs.step, rs.cursor,
-                fmt::format("overwrites {} while rank {} may still read it (no flag of rank {} after its read "
+      if (x.reader != writer && x.lo < hi && lo < x.hi && ws.clock[static_cast<size_t>(x.reader)] < x.epoch) {
+        fail_at(writer, ws.step, ws.cursor,
+                fmt::format("overwrites {}{} while rank {} may still read it (no flag of rank {} after its read "
                             "is waited for)",
-                            range_text(range), x.reader, x.reader));
+                            range_text(range), whose, x.reader, x.reader));
+      }
+    }
+    if (remote_writes_) {
+      for (const Run& x : os.mem[static_cast<size_t>(v.mem)].read(lo, hi - lo)) {
+        const int w = x.writer < 0 ? owner : x.writer;
+        if (w != writer && ws.clock[static_cast<size_t>(w)] < x.wepoch) {
+          fail_at(writer, ws.step, ws.cursor,
+                  fmt::format("overwrites {}{} before rank {} published what it wrote there", range_text(range),
+                              whose, w));
+        }
       }
     }
     std::erase_if(reads, [&](const Access& x) { return lo <= x.lo && x.hi <= hi; });
     Runs stamped = vals;
-    for (Run& x : stamped) x.wepoch = rs.flag + 1;
-    rs.mem[static_cast<size_t>(v.mem)].write(lo, stamped);
+    for (Run& x : stamped) {
+      x.wepoch = ws.flag + 1;
+      x.writer = writer;
+    }
+    os.mem[static_cast<size_t>(v.mem)].write(lo, stamped);
   }
 
-  // Rank r reads `range` of `owner`'s memory: what the owner wrote there must have been
-  // published (its flag after the write waited for, transitively).
-  Runs read_remote(int r, int owner, const Range& range) {
-    const Runs v = read(owner, range);
-    if (owner == r) return v;
+  // A rank reads its own memory (shared-region schedules): what a peer wrote there must have
+  // been published, and the read is recorded, for peers that write there later.
+  Runs read_local(int r, const Range& range) {
+    const Runs v = read(r, range);
+    if (!region_) return v;
     RankState& rs = st(r);
     for (const Run& x : v) {
-      if (rs.clock[static_cast<size_t>(owner)] < x.wepoch) {
+      if (x.writer >= 0 && x.writer != r && rs.clock[static_cast<size_t>(x.writer)] < x.wepoch) {
+        fail_at(r, rs.step, rs.cursor,
+                fmt::format("reads {} before rank {} published what it wrote there", range_text(range), x.writer));
+      }
+    }
+    const View& w = view(r, range.buf);
+    if (remote_writes_ && range.count > 0 && w.mem < 2) {
+      rs.reads[static_cast<size_t>(w.mem)].push_back(
+          Access{w.base + range.offset, w.base + range.offset + range.count, r, rs.flag + 1});
+    }
+    return v;
+  }
+
+  // Rank r reads `range` of `owner`'s memory: what was written there must have been published
+  // (the writer's flag after the write waited for, transitively).
+  Runs read_remote(int r, int owner, const Range& range) {
+    if (owner == r) return read_local(r, range);
+    const Runs v = read(owner, range);
+    RankState& rs = st(r);
+    for (const Run& x : v) {
+      const int w = x.writer < 0 ? owner : x.writer;
+      if (w != r && rs.clock[static_cast<size_t>(w)] < x.wepoch) {
         fail_at(r, rs.step, rs.cursor,
                 fmt::format("reads {} of rank {} before rank {} published what it wrote there", range_text(range),
-                            owner, owner));
+                            owner, w));
       }
     }
     const View& w = view(owner, range.buf);
@@ -455,16 +500,27 @@ class Checker {
     return v;
   }
 
-  // At the end: every peer's read of a rank's own buffers happened before the rank returned
-  // (the caller may reuse them at once). Region windows are the transport's to recycle.
+  // Rank r writes `range` of `owner`'s send or recv buffer (zero copy).
+  void write_remote(int r, int owner, const Range& range, const Runs& vals) {
+    write_shared(r, owner, view(owner, range.buf), range, vals);
+  }
+
+  // At the end: every peer's read of a rank's own buffers, and every peer's write into them,
+  // happened before the rank returned (the caller may reuse them at once). Region windows are
+  // the transport's to recycle.
   void check_buffers_released() {
     for (int r = 0; r < n_; ++r) {
       const RankState& rs = st(r);
       for (int m = 0; m < 2; ++m) {
+        const char* which = m == 0 ? "send" : "recv";
         for (const Access& x : rs.reads[static_cast<size_t>(m)]) {
-          if (rs.clock[static_cast<size_t>(x.reader)] < x.epoch) {
-            fail(fmt::format("rank {} returns while rank {} may still read its {} buffer", r, x.reader,
-                             m == 0 ? "send" : "recv"));
+          if (x.reader != r && rs.clock[static_cast<size_t>(x.reader)] < x.epoch) {
+            fail(fmt::format("rank {} returns while rank {} may still read its {} buffer", r, x.reader, which));
+          }
+        }
+        for (const Run& x : remote_writes_ ? rs.mem[static_cast<size_t>(m)].all() : Runs{}) {
+          if (x.writer >= 0 && x.writer != r && rs.clock[static_cast<size_t>(x.writer)] < x.wepoch) {
+            fail(fmt::format("rank {} returns while rank {} may still write its {} buffer", r, x.writer, which));
           }
         }
       }
@@ -543,6 +599,15 @@ class Checker {
     if (a.kind == ActionKind::wait_flag) {
       if (a.peer == r) fail_at(r, k, i, "waits for its own flag");
       if (a.flag == 0) fail_at(r, k, i, "waits for flag 0 (nothing)");
+      return;
+    }
+    if (a.kind == ActionKind::write) {
+      if (a.peer == r) fail_at(r, k, i, "writes its own memory as a peer's (a local copy does that)");
+      if (a.flag == 0) fail_at(r, k, i, "writes a peer's memory without waiting for its flag");
+      if (a.remote.buf != Buf::send && a.remote.buf != Buf::recv) fail_at(r, k, i, "writes a peer's memory other than its buffers");
+      check_range(r, k, i, a.remote, true, a.peer);
+      check_range(r, k, i, a.src, false);
+      if (a.remote.count != a.src.count) fail_at(r, k, i, "source and destination differ in size");
       return;
     }
     if (a.peer == r && a.flag != 0) fail_at(r, k, i, "reads its own memory at a flag");
@@ -725,9 +790,9 @@ class Checker {
     if (a.kind == ActionKind::copy) {
       const Span s = span(r, a.src), t = span(r, a.dst);
       if (region_ && s.mem == t.mem && s.lo == t.lo) return;  // in place: nothing moves (nor is written)
-      write(r, a.dst, read(r, a.src));
+      write(r, a.dst, read_local(r, a.src));
     } else if (a.kind == ActionKind::finish_avg) {
-      Runs v = read(r, a.dst);
+      Runs v = read_local(r, a.dst);
       for (Run& x : v) {
         if (x.index == kUndefined) fail_at(r, k, i, "divides undefined data");
         ++x.avg;
@@ -766,7 +831,9 @@ class Checker {
       write(r, a.dst, read_remote(r, a.peer, a.remote));
     } else if (a.kind == ActionKind::read_reduce) {
       const Runs theirs = read_remote(r, a.peer, a.remote);
-      write(r, a.dst, reduce(r, k, i, read(r, a.src), theirs));
+      write(r, a.dst, reduce(r, k, i, read_local(r, a.src), theirs));
+    } else if (a.kind == ActionKind::write) {
+      write_remote(r, a.peer, a.remote, read_local(r, a.src));
     }
   }
 
@@ -1068,6 +1135,9 @@ class Checker {
   int n_;
   std::vector<RankState> ranks_;
   bool region_ = false;  // some schedule uses the shared region
+  // Some schedule writes into a peer's buffers (zero copy): only then can memory hold what
+  // another rank wrote, and must a rank's reads of its own buffers be tracked for the writers.
+  bool remote_writes_ = false;
 };
 
 }  // namespace
@@ -1081,7 +1151,11 @@ std::string check_schedules(const std::vector<CollectiveDesc>& descs, const std:
   if (branches) {
     const bool any_in_place =
         std::any_of(descs.begin(), descs.end(), [](const CollectiveDesc& d) { return d.in_place; });
-    for (const RankSchedule& s : schedules) taken.push_back(with_variant(s, branch_variant(s.branch, any_in_place)));
+    const bool all_registered =
+        std::all_of(descs.begin(), descs.end(), [](const CollectiveDesc& d) { return d.registered; });
+    for (const RankSchedule& s : schedules) {
+      taken.push_back(with_variant(s, branch_variant(s.branch, any_in_place, all_registered)));
+    }
   }
   try {
     Checker(descs, branches ? taken : schedules).run();

@@ -33,6 +33,7 @@ RegionShape RegionShape::defaults() {
   s.chunk_elements = 32768;
   s.stages = 2;
   s.align_elements = 16;
+  s.zero_copy_piece_elements = 8192;
   return s;
 }
 
@@ -76,9 +77,11 @@ class DirectBuilder {
       alone();
     } else if (input_elements() <= shape_.cell_elements) {
       cells();
+    } else if (registered_branch()) {
+      registered_or_not();
     } else if (single_copy()) {
       switch (d_.op) {
-        case OpType::allreduce: single_copy_allreduce(); break;
+        case OpType::allreduce: single_copy_allreduce(publish_buffers()); break;
         case OpType::reducescatter: single_copy_reducescatter(); break;
         case OpType::allgather: single_copy_allgather(); break;
         case OpType::alltoall: single_copy_alltoall(); break;
@@ -115,6 +118,13 @@ class DirectBuilder {
       case OpType::reduce: return d_.count;
       default: unsupported();
     }
+  }
+
+  // AllReduce and Reduce large enough to decide at run time whether every rank's buffers are
+  // registered (zero copy).
+  bool registered_branch() const {
+    return shape_.registered_elements > 0 && (d_.op == OpType::allreduce || d_.op == OpType::reduce) &&
+           d_.count >= shape_.registered_elements;
   }
 
   // Which calls read the peers' own buffers. Not from whether this rank works in place: ranks
@@ -437,8 +447,27 @@ class DirectBuilder {
 
   // Publishes this rank's buffers (the region carries their addresses).
   uint32_t publish_buffers() {
+    s_.announces_buffers = true;
     step();
     return raise();
+  }
+
+  // After what is built so far (which published `announced`, the rank's first flag), a branch
+  // every rank takes alike by `rule`: variant 0 built by `first`, variant 1 by `second`, each
+  // numbering its flags on from `announced`.
+  template <class First, class Second>
+  void branch(BranchRule rule, const First& first, const Second& second) {
+    const size_t prefix = s_.steps.size();
+    const uint32_t announced = flag_;
+    s_.branch = rule;
+    for (int v = 0; v < 2; ++v) {
+      if (v == 0) first();
+      else second();
+      s_.variants.emplace_back(std::make_move_iterator(s_.steps.begin() + static_cast<std::ptrdiff_t>(prefix)),
+                               std::make_move_iterator(s_.steps.end()));
+      s_.steps.resize(prefix);
+      flag_ = announced;
+    }
   }
   // Done with the peers' buffers; when they read this rank's, waits until they all are.
   void finish_single_copy(bool others_read_mine) {
@@ -447,14 +476,13 @@ class DirectBuilder {
     if (others_read_mine) wait_all(done);
   }
 
-  void single_copy_allreduce() {
+  void single_copy_allreduce(uint32_t buffers) {
     const size_t c = d_.count, align = shape_.align_elements;
     const size_t chunk = std::max<size_t>(shape_.single_copy_part_elements, 1) * static_cast<size_t>(n_);
     const size_t nk = chunks_of(c, chunk);
     reduced_.assign(nk, 0);
     s_.scratch_count = part_of(std::min(c, chunk), 0, n_, align).count();
     const auto len = [&](size_t k) { return std::min(chunk, c - k * chunk); };
-    const uint32_t buffers = publish_buffers();
     // A rank reduces its part of each chunk from every rank's input straight into its output,
     // then reads the peers' reduced parts from their outputs. In place, a rank writes a peer's
     // part into its buffer only once that peer says it has read the input there.
@@ -524,24 +552,64 @@ class DirectBuilder {
   // (every rank sees the same), all take the slots instead (variant 1).
   void single_copy_alltoall() {
     const size_t c = d_.count, me = static_cast<size_t>(me_);
-    publish_buffers();
-    const size_t prefix = s_.steps.size();
-    const uint32_t announced = flag_;
-    s_.branch = BranchRule::any_in_place;
-    const auto take_variant = [&] {
-      s_.variants.emplace_back(std::make_move_iterator(s_.steps.begin() + static_cast<std::ptrdiff_t>(prefix)),
-                               std::make_move_iterator(s_.steps.end()));
-      s_.steps.resize(prefix);
-      flag_ = announced;
-    };
-    step();
-    copy(Range{Buf::send, me * c, c}, Range{Buf::recv, me * c, c});
-    for (int p = 0; p < n_; ++p)
-      if (p != me_) add(read_from(p, announced, Range{Buf::send, me * c, c}, Range{Buf::recv, static_cast<size_t>(p) * c, c}));
+    const uint32_t buffers = publish_buffers();
+    branch(
+        BranchRule::any_in_place,
+        [&] {
+          step();
+          copy(Range{Buf::send, me * c, c}, Range{Buf::recv, me * c, c});
+          for (int p = 0; p < n_; ++p) {
+            if (p != me_) {
+              add(read_from(p, buffers, Range{Buf::send, me * c, c}, Range{Buf::recv, static_cast<size_t>(p) * c, c}));
+            }
+          }
+          finish_single_copy(true);
+        },
+        [&] { slots_alltoall(); });
+  }
+
+  // ---- zero copy (registered buffers)
+
+  // AllReduce and Reduce from RegionShape::registered_elements: every rank announces its
+  // buffers; when every rank's are registered, all take the zero-copy path, else the path of
+  // unregistered buffers (single copy or the slots).
+  void registered_or_not() {
+    const uint32_t buffers = publish_buffers();
+    branch(
+        BranchRule::all_registered,
+        [&] {
+          if (d_.op == OpType::allreduce && single_copy()) single_copy_allreduce(buffers);
+          else slots_allreduce(d_.op == OpType::reduce);
+        },
+        [&] { zero_copy(buffers); });
+  }
+
+  // Rank r owns part r of the buffer: piece by piece it reduces every rank's input there (read
+  // in place in the peers' registered buffers) in rank order in cache-sized scratch, and writes
+  // the result into every rank's output (the root's only, for Reduce), around the caches. Each
+  // part of every buffer is read and written by its owner alone, so in place needs no more.
+  // A rank returns once every peer says it is done: its input read, its output written.
+  void zero_copy(uint32_t buffers) {
+    const size_t c = d_.count;
+    const Part own = part_of(c, me_, n_, shape_.align_elements);
+    const size_t piece = std::max<size_t>(shape_.zero_copy_piece_elements, 1);
+    s_.scratch_count = std::max(s_.scratch_count, std::min(own.count(), piece));
+    for (size_t at = own.lo; at < own.hi; at += piece) {
+      const size_t len = std::min(piece, own.hi - at);
+      const Range acc{Buf::scratch, 0, len}, out{Buf::recv, at, len};
+      step();
+      reduce_in_rank_order(acc, acc, [&](int q) {
+        return Source{q, q == me_ ? 0u : buffers, Range{Buf::send, at, len}};
+      });
+      // Each rank starts with its successor's output, so the writes spread over the ranks.
+      for (int j = 1; j <= n_; ++j) {
+        const int q = (me_ + j) % n_;
+        if (d_.op == OpType::reduce && q != d_.root) continue;
+        if (q == me_) add(stream_copy(acc, out));
+        else add(write_to(q, buffers, out, acc));
+      }
+    }
     finish_single_copy(true);
-    take_variant();
-    slots_alltoall();
-    take_variant();
   }
 
   // Every rank reads the root's input straight into its output; the root returns once all have.

@@ -206,6 +206,10 @@ void append_steps(std::string& out, const std::vector<Step>& steps, size_t first
           out += fmt::format("read-reduce {} = {} op rank {} {} at flag {}", range_text(a.dst), range_text(a.src),
                              a.peer, range_text(a.remote), a.flag);
           break;
+        case ActionKind::write:
+          out += fmt::format("write rank {} {} <- {} at flag {}", a.peer, range_text(a.remote), range_text(a.src),
+                             a.flag);
+          break;
       }
       out += "\n";
     }
@@ -219,8 +223,10 @@ std::string to_string(const RankSchedule& s) {
                                 s.steps.size(), s.scratch_count);
   append_steps(out, s.steps, 0);
   for (size_t v = 0; v < s.variants.size(); ++v) {
-    out += fmt::format(" variant {} ({}):\n", v,
-                       s.branch == BranchRule::any_in_place ? (v == 1 ? "some rank in place" : "no rank in place") : "?");
+    const char* when = s.branch == BranchRule::any_in_place
+                           ? (v == 1 ? "some rank in place" : "no rank in place")
+                           : (v == 1 ? "every rank registered" : "not every rank registered");
+    out += fmt::format(" variant {} ({}):\n", v, when);
     append_steps(out, s.variants[v], s.steps.size());
   }
   return out;

@@ -38,7 +38,14 @@ enum class ActionKind : uint8_t {
   wait_flag,    // wait until `peer`'s flag reaches `flag`
   read,         // dst = `remote` of `peer` (its region, send or recv), once its flag reaches `flag`
   read_reduce,  // dst = op(src, `remote` of `peer`), once its flag reaches `flag`
+  write,        // `remote` of `peer` (its send or recv) = src, once its flag reaches `flag`
 };
+
+// The actions that run over one host's shared region instead of links.
+inline bool is_region_action(ActionKind k) {
+  return k == ActionKind::publish || k == ActionKind::wait_flag || k == ActionKind::read ||
+         k == ActionKind::read_reduce || k == ActionKind::write;
+}
 
 struct Action {
   ActionKind kind = ActionKind::send;
@@ -60,6 +67,9 @@ struct Action {
   // (the peer's flag-th publish; every flag counts from 0 at the start of the operation).
   Range remote;
   uint32_t flag = 0;
+  // copy / write: what is written is not read again soon (an operation's output): the engine
+  // may store around the caches (non-temporal stores).
+  bool stream = false;
 };
 
 // The actions of one step run concurrently; a step starts when the previous one is complete.
@@ -72,7 +82,8 @@ struct Step {
 // publish (so before it the rank waits for every peer's first publish).
 enum class BranchRule : uint8_t {
   none,
-  any_in_place,  // variant 1 when some rank's call is in place, else variant 0
+  any_in_place,    // variant 1 when some rank's call is in place, else variant 0
+  all_registered,  // variant 1 when every rank's buffers are registered, else variant 0
 };
 
 struct RankSchedule {
@@ -82,14 +93,19 @@ struct RankSchedule {
   size_t region_count = 0;   // elements of this rank's shared-region window (shm-direct)
   // Steps of shared-region actions (shm-direct): runs over the host's region, not over links.
   bool shared_region = false;
+  // Reads or writes peers' own buffers (single copy, zero copy): the rank announces where its
+  // buffers are, and whether they are registered.
+  bool announces_buffers = false;
   // After `steps`, the steps of variants[i], i chosen by `branch` (none: no variants).
   BranchRule branch = BranchRule::none;
   std::vector<std::vector<Step>> variants;
 };
 
-// The variant `rule` takes when some rank's call is in place (any_in_place) or none is.
-inline size_t branch_variant(BranchRule rule, bool any_in_place) {
-  return rule == BranchRule::any_in_place && any_in_place ? 1 : 0;
+// The variant `rule` takes for what the ranks' calls are like.
+inline size_t branch_variant(BranchRule rule, bool any_in_place, bool all_registered) {
+  if (rule == BranchRule::any_in_place) return any_in_place ? 1 : 0;
+  if (rule == BranchRule::all_registered) return all_registered ? 1 : 0;
+  return 0;
 }
 // The schedule as it runs when its branch takes `variant`: `steps` then that variant's steps,
 // without a branch (the schedule itself when it has none).
@@ -103,6 +119,11 @@ struct RegionShape {
   size_t chunk_elements = 0;  // one pipelined slot per rank and stage
   size_t stages = 2;          // slots (chunks in flight) per rank
   size_t align_elements = 1;  // the parts of a chunk that ranks reduce are cut at multiples of this
+  // AllReduce and Reduce of at least registered_elements decide at run time, alike on every rank,
+  // whether every rank's buffers are registered (then the ranks reduce their parts reading the
+  // peers' inputs and write the results into the peers' outputs: zero copy); 0: never.
+  size_t registered_elements = 0;
+  size_t zero_copy_piece_elements = 0;  // reduced at once in cache, then written to every output
   // Peers read each other's own buffers (no slot) for AllReduce and Broadcast buffers of at least
   // single_copy_elements (ReduceScatter, AllGather: N blocks), AllReduce also needing
   // single_copy_allreduce_elements, AllToAll (N blocks) single_copy_alltoall_elements instead;
@@ -169,6 +190,7 @@ struct CollectiveDesc {
   // The v-forms' blocks (null for the other collectives: a desc stays cheap to copy).
   std::shared_ptr<const BlockLayout> blocks;
   RegionShape region;  // shm-direct's window (chunk_elements 0: RegionShape::defaults())
+  bool registered = false;  // this rank's buffers are registered (zero copy where every rank's are)
 };
 
 // A contiguous split of `count` elements into `parts` chunks whose sizes differ by at most one.

@@ -202,9 +202,9 @@ class Evaluator {
       for (const Action& a : sched.steps[k].actions) {
         const bool out = a.kind == ActionKind::send;
         const bool in = is_recv(a.kind);
-        if (is_region_action(a.kind)) {
+        if (schedule::is_region_action(a.kind)) {
           ordinal.push_back(0);
-          sp.local_seconds += region_action_seconds(a, r, bytes(a.dst), m_, synced);
+          sp.local_seconds += region_action_seconds(a, r, bytes(a.kind == ActionKind::write ? a.src : a.dst), m_, synced);
           continue;
         }
         if (!out && !in) {
@@ -437,7 +437,7 @@ Prediction predict(const std::string& name, const schedule::CollectiveDesc& desc
   Evaluator ev(desc.nranks, [&](int r) {
     schedule::RankSchedule s = schedule::build(name, desc, r);
     if (s.branch == schedule::BranchRule::none) return s;
-    return schedule::with_variant(s, schedule::branch_variant(s.branch, desc.in_place));
+    return schedule::with_variant(s, schedule::branch_variant(s.branch, desc.in_place, desc.registered));
   }, elem_bytes, links, model);
   try {
     return evaluate(ev, sample, links, elem_bytes);

@@ -14,12 +14,7 @@ namespace hoop::tuner {
 
 inline constexpr double kSyncPerAlpha = 0.25;
 
-inline bool is_region_action(schedule::ActionKind k) {
-  return k == schedule::ActionKind::publish || k == schedule::ActionKind::wait_flag ||
-         k == schedule::ActionKind::read || k == schedule::ActionKind::read_reduce;
-}
-
-// Seconds of one shared-region action of `rank`, `bytes` its data; `synced`: whether the step
+// Seconds of one shared-region action of `rank`, `bytes` its data (a write's: its source); `synced`: whether the step
 // already paid its synchronisation (set here when this action pays it).
 inline double region_action_seconds(const schedule::Action& a, int rank, double bytes, const CostModel& m,
                                     bool& synced) {
@@ -31,7 +26,7 @@ inline double region_action_seconds(const schedule::Action& a, int rank, double 
     t += kSyncPerAlpha * m.shm.alpha;
     synced = true;
   }
-  if (a.kind == ActionKind::read) t += bytes * m.copy;
+  if (a.kind == ActionKind::read || a.kind == ActionKind::write) t += bytes * m.copy;
   if (a.kind == ActionKind::read_reduce) t += bytes * m.gamma;
   return t;
 }

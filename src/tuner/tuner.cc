@@ -104,7 +104,7 @@ Choice Tuner::choose(const schedule::CollectiveDesc& desc, size_t elem_bytes, co
   const size_t rep = count_bucket_representative(desc.count);
   const bool rooted = has_root(desc.op);
   const auto key = std::make_tuple(static_cast<int>(desc.op), elem_bytes, rep, desc.nranks,
-                                   !rooted || desc.root == 0, forced_channels.value_or(0),
+                                   !rooted || desc.root == 0, desc.registered, forced_channels.value_or(0),
                                    fmt::format("{}", fmt::join(names, ",")));
   std::lock_guard lk(mu_);
   if (auto it = cache_.find(key); it != cache_.end()) return it->second;

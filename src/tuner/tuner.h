@@ -66,7 +66,7 @@ class Tuner {
   LinkView::Force force_;
   Pricing pricing_ = Pricing::sampled_walk;
   std::mutex mu_;
-  std::map<std::tuple<int, size_t, size_t, int, bool, int, std::string>, Choice> cache_;
+  std::map<std::tuple<int, size_t, size_t, int, bool, bool, int, std::string>, Choice> cache_;
 };
 
 }  // namespace hoop::tuner

@@ -72,8 +72,14 @@ uint64_t case_seed(const CollCase& c, int n) {
 CaseRunner::CaseRunner(RankContext& ctx, Communicator& comm, size_t buffer_bytes, RunnerOptions opts)
     : ctx_(ctx), comm_(comm), opts_(opts), rank_(comm.rank()), n_(comm.size()) {
   // Allocated and touched once: fresh pages are slow to fault in on this machine.
-  a_.assign(buffer_bytes / 8 + 1, 0);
-  b_.assign(buffer_bytes / 8 + 1, 0);
+  const size_t words = buffer_bytes / 8 + 1;
+  if (opts_.registered) {
+    a_shared_ = comm.alloc(words * 8);
+    b_shared_ = comm.alloc(words * 8);
+  } else {
+    a_.assign(words, 0);
+    b_.assign(words, 0);
+  }
 }
 
 void CaseRunner::run(const CollCase& c) {

@@ -42,6 +42,9 @@ struct RunnerOptions {
   size_t full_check_limit = std::numeric_limits<size_t>::max();
   AlgoCheck algo_check = AlgoCheck::none;
   bool stop_at_first_failure = false;
+  // The input and output buffers in registered memory (Communicator::alloc): zero copy where
+  // every rank's are.
+  bool registered = false;
 };
 
 class CaseRunner {
@@ -54,8 +57,8 @@ class CaseRunner {
   void run_all(const std::vector<CollCase>& cases);
 
  private:
-  unsigned char* a() { return reinterpret_cast<unsigned char*>(a_.data()); }
-  unsigned char* b() { return reinterpret_cast<unsigned char*>(b_.data()); }
+  unsigned char* a() { return a_shared_ ? a_shared_.as<unsigned char>() : reinterpret_cast<unsigned char*>(a_.data()); }
+  unsigned char* b() { return b_shared_ ? b_shared_.as<unsigned char>() : reinterpret_cast<unsigned char*>(b_.data()); }
   void run_case(const CollCase& c);
   void fill(const CollCase& c, unsigned char* p, uint64_t seed, size_t n);
   void fail(const CollCase& c, const std::string& what);
@@ -77,6 +80,7 @@ class CaseRunner {
   int rank_;
   int n_;
   std::vector<uint64_t> a_, b_;
+  SharedBuffer a_shared_, b_shared_;  // instead of a_ and b_ when registered
 };
 
 // The reference seed of a case on n ranks.

@@ -34,6 +34,7 @@ struct BenchConfig {
   bool explain = false;  // print the tuner's predictions beside each row
   bool uneven = false;   // the v-forms: an uneven split of S among ranks (bench_math.h)
   bool stats = false;    // min, max and standard deviation over iterations beside the median
+  bool registered = false;  // buffers in registered memory (Communicator::alloc): zero copy
 };
 
 // A command line that does not parse; `exit_code` 0 with the help text for --help.
@@ -116,6 +117,9 @@ inline BenchConfig parse_bench_args(const std::vector<std::string>& args) {
                "6... get none)");
   app.add_flag("--stats", cfg.stats,
                "min, max and standard deviation over iterations beside the median time");
+  app.add_flag("--registered", cfg.registered,
+               "buffers in registered memory (Communicator::alloc): collectives read and write the "
+               "peers' buffers in place");
   app.add_option("--timeout", timeout, "seconds an operation may stall before failing")
       ->check(CLI::PositiveNumber);
 

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -16,7 +17,11 @@ namespace {
 constexpr size_t kHugePage = size_t{2} << 20;
 }
 
-TouchedBuffer::TouchedBuffer(size_t bytes) : bytes_(bytes) {
+TouchedBuffer::TouchedBuffer(size_t bytes, Communicator* registered_with) : bytes_(bytes) {
+  if (registered_with) {
+    shared_ = registered_with->alloc(std::max<size_t>(bytes, 1));
+    return;
+  }
   // Round up to whole huge pages; an empty buffer still gets one so data() is never null.
   mapped_ = (bytes + kHugePage - 1) / kHugePage * kHugePage;
   if (mapped_ == 0) mapped_ = kHugePage;
@@ -48,7 +53,8 @@ TouchedBuffer::~TouchedBuffer() {
 TouchedBuffer::TouchedBuffer(TouchedBuffer&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       bytes_(std::exchange(other.bytes_, 0)),
-      mapped_(std::exchange(other.mapped_, 0)) {}
+      mapped_(std::exchange(other.mapped_, 0)),
+      shared_(std::move(other.shared_)) {}
 
 TouchedBuffer& TouchedBuffer::operator=(TouchedBuffer&& other) noexcept {
   if (this != &other) {
@@ -56,6 +62,7 @@ TouchedBuffer& TouchedBuffer::operator=(TouchedBuffer&& other) noexcept {
     data_ = std::exchange(other.data_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
     mapped_ = std::exchange(other.mapped_, 0);
+    shared_ = std::move(other.shared_);
   }
   return *this;
 }

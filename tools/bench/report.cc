@@ -118,9 +118,10 @@ void Report::print_header() {
   fmt::print("# hoop-bench {} | hoop {} | {} rank{} ({} on this host) | host {}\n",
              to_string(cfg_.collective), HOOP_VERSION_STRING, info_.nranks,
              info_.nranks == 1 ? "" : "s", info_.local_ranks, info_.host);
-  fmt::print("#   sizes {} | warm-up {} + timed {} iterations per size | {} | check {}\n",
+  fmt::print("#   sizes {} | warm-up {} + timed {} iterations per size | {} | check {}{}\n",
              size_steps_text(cfg_.sizes), cfg_.warmup_iters, cfg_.iters,
-             cfg_.blocking ? "blocking calls" : "asynchronous calls", cfg_.check ? "on" : "off");
+             cfg_.blocking ? "blocking calls" : "asynchronous calls", cfg_.check ? "on" : "off",
+             cfg_.registered ? " | registered buffers" : "");
   fmt::print("#   time: {}, in us{}\n", time_description(cfg_),
              cfg_.blocking ? "" : "; asynchronous: one sample, total time / iterations");
   if (is_vector_op(cfg_.collective)) {

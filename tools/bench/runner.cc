@@ -36,8 +36,8 @@ CollectiveRunner::CollectiveRunner(Communicator& comm, const BenchConfig& cfg,
     : comm_(comm),
       cfg_(cfg),
       verifier_(cfg.collective, cfg.dtype, cfg.op, comm.rank(), comm.size()),
-      send_buf_(max_bytes_of(layouts, dtype_size(cfg.dtype), true)),
-      recv_buf_(max_bytes_of(layouts, dtype_size(cfg.dtype), false)) {}
+      send_buf_(max_bytes_of(layouts, dtype_size(cfg.dtype), true), cfg.registered ? &comm : nullptr),
+      recv_buf_(max_bytes_of(layouts, dtype_size(cfg.dtype), false), cfg.registered ? &comm : nullptr) {}
 
 RowResult CollectiveRunner::run(const Layout& layout, const std::string& algo) {
   OpOptions opts;

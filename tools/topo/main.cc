@@ -49,12 +49,14 @@ void print_graph(const std::string& algo, OpType op, int n, const schedule::Topo
     std::vector<int> from, to;
     for (const auto& step : s.steps) {
       for (const auto& a : step.actions) {
-        // Shared-region reads and waits (shm-direct) hear from their peer like receives.
-        const bool hears = a.kind == schedule::ActionKind::recv_copy || a.kind == schedule::ActionKind::recv_reduce ||
-                           a.kind == schedule::ActionKind::read || a.kind == schedule::ActionKind::read_reduce ||
-                           a.kind == schedule::ActionKind::wait_flag;
+        // Shared-region reads and waits (shm-direct) hear from their peer like receives; its
+        // writes into a peer's buffer send to it.
+        const bool sends = a.kind == schedule::ActionKind::send || a.kind == schedule::ActionKind::write;
+        const bool hears = !sends && a.kind != schedule::ActionKind::publish && a.peer >= 0 &&
+                           (a.kind == schedule::ActionKind::recv_copy || a.kind == schedule::ActionKind::recv_reduce ||
+                            schedule::is_region_action(a.kind));
         auto& list = hears ? from : to;
-        if (a.peer < 0 || a.peer == r || (!hears && a.kind != schedule::ActionKind::send)) continue;
+        if (a.peer < 0 || a.peer == r || (!hears && !sends)) continue;
         if (std::find(list.begin(), list.end(), a.peer) == list.end()) list.push_back(a.peer);
       }
     }

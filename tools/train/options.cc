@@ -37,6 +37,9 @@ TrainOptions parse_options(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   bool no_prefetch = false;
   app.add_flag("--no-prefetch", no_prefetch, "stage 3: do not gather the next layer ahead");
+  bool unregistered = false;
+  app.add_flag("--unregistered", unregistered,
+               "communication buffers in private memory (default: registered, zero copy on one host)");
   app.add_option("--algo", o.dp.op_options.algo, "force a collective algorithm (e.g. ring)");
   app.add_option("--compress", o.dp.compress,
                  "gradient communication hook: none, bf16, fp16, powersgd[:r][:warmup=K], "
@@ -87,6 +90,7 @@ TrainOptions parse_options(int argc, char** argv) {
   o.dp.first_bucket_bytes = static_cast<size_t>(first_kb * 1024);
   o.dp.bucket_bytes = static_cast<size_t>(bucket_kb * 1024);
   o.dp.prefetch = !no_prefetch;
+  o.dp.registered = !unregistered;
   return o;
 }
 

@@ -10,8 +10,9 @@
 // the previous one. A window header holds, on one cache line, everything a peer polls: the
 // flag (the operation number and how many times the owner published in it), the call it
 // belongs to (compared, so that different calls fail as a mismatch instead of being read as
-// data) and where the owner's own buffers are (single copy). The sleep flag and the futex word
-// that peers bump sit on lines of their own. Windows are page aligned.
+// data) and where the owner's own buffers are (single copy); a second line says how to map
+// them when they are registered (zero copy). The sleep flag and the futex word that peers bump
+// sit on lines of their own. Windows are page aligned.
 #pragma once
 
 #include <atomic>
@@ -24,7 +25,7 @@ namespace hoop::transport::shm {
 
 inline constexpr size_t kRegionPage = 4096;
 inline constexpr uint64_t kRegionReady = 0x6e6f696765722d68ULL;  // "h-region"
-inline constexpr uint32_t kRegionVersion = 2;
+inline constexpr uint32_t kRegionVersion = 3;
 // PoisonBlock::state: 0 healthy, kPoisonWriting while the reason is written (as a link's), then
 // kRegionPoisoned.
 inline constexpr uint32_t kRegionPoisoned = 2;
@@ -52,6 +53,18 @@ struct CallSignature {
 // WindowHeader::bits: what the owner's call is like, for the decisions every rank takes alike
 // from what all published (schedule::Branch).
 inline constexpr uint8_t kInPlaceBit = 1;
+inline constexpr uint8_t kRegisteredBit = 2;  // the call's buffers are all registered
+
+// A registered buffer of the owner's call (buffer_registry.h), as a peer maps it: the owner's
+// descriptor of the file, the page-aligned file range to map, and where the call's buffer
+// starts in that mapping. fd < 0: not registered (peers read it through the kernel).
+struct AnnouncedBuffer {
+  int32_t fd;
+  uint32_t id;  // the owner's registration, for the peers' cache of mappings
+  uint64_t map_offset;
+  uint64_t map_bytes;
+  uint64_t delta;
+};
 
 struct alignas(kCacheLine) WindowHeader {
   std::atomic<uint64_t> flag;  // flag_word(operation, publishes), stored (release) by publish
@@ -59,6 +72,8 @@ struct alignas(kCacheLine) WindowHeader {
   uint64_t input_addr;         // the owner's input and output buffers, in its address space
   uint64_t output_addr;
   uint8_t bits;
+  // Line 2, read only by peers that take the registered buffers' path: input, output.
+  alignas(kCacheLine) AnnouncedBuffer buffers[2];
 };
 
 struct alignas(kCacheLine) RegionHeader {
@@ -88,7 +103,8 @@ struct RankControl {
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 static_assert(sizeof(CallSignature) == 24);
-static_assert(sizeof(WindowHeader) == kCacheLine);
+static_assert(sizeof(AnnouncedBuffer) == 32);
+static_assert(sizeof(WindowHeader) == 2 * kCacheLine);
 
 inline constexpr size_t region_round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 

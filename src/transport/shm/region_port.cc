@@ -1,12 +1,19 @@
 #include "transport/shm/region_port.h"
 
+#include <fcntl.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
 
 #include <cerrno>
 #include <fstream>
 #include <sstream>
 #include <string>
+
+#include "core/errors.h"
 
 namespace hoop::transport::shm {
 
@@ -16,7 +23,13 @@ RegionPort::RegionPort(std::unique_ptr<SharedRegion> region, int rank, std::vect
       pids_(std::move(pids)),
       liveness_(pids_.size()),
       seen_(pids_.size(), 0),
-      compared_(pids_.size(), 0) {}
+      compared_(pids_.size(), 0),
+      mapped_(pids_.size()) {}
+
+RegionPort::~RegionPort() {
+  for (auto& per_peer : mapped_)
+    for (const PeerMapping& m : per_peer) ::munmap(m.addr, m.map_bytes);
+}
 
 void RegionPort::begin_op() {
   ++op_;
@@ -24,12 +37,53 @@ void RegionPort::begin_op() {
   flag_ = 0;
 }
 
-void RegionPort::announce(const CallSignature& call, const void* input, const void* output, uint8_t bits) {
+void RegionPort::announce(const CallSignature& call, const void* input, const void* output, uint8_t bits,
+                          const AnnouncedBuffer* registered) {
   WindowHeader& h = region_->header(rank_, window_);
   h.call = call;
   h.input_addr = reinterpret_cast<uint64_t>(input);
   h.output_addr = reinterpret_cast<uint64_t>(output);
   h.bits = bits;
+  if (registered) {
+    h.buffers[0] = registered[0];
+    h.buffers[1] = registered[1];
+  } else if (h.buffers[0].fd >= 0 || h.buffers[1].fd >= 0) {
+    h.buffers[0].fd = h.buffers[1].fd = -1;
+  }
+}
+
+std::byte* RegionPort::peer_mapped(int peer, bool output) {
+  const AnnouncedBuffer& b = header(peer).buffers[output ? 1 : 0];
+  if (b.fd < 0) return nullptr;
+  auto& cache = mapped_[static_cast<size_t>(peer)];
+  for (size_t i = 0; i < cache.size(); ++i) {
+    PeerMapping m = cache[i];
+    if (m.id != b.id || m.map_offset != b.map_offset || m.map_bytes != b.map_bytes) continue;
+    if (i + 1 != cache.size()) {
+      cache.erase(cache.begin() + static_cast<std::ptrdiff_t>(i));
+      cache.push_back(m);
+    }
+    return m.addr + b.delta;
+  }
+  const std::string path = "/proc/" + std::to_string(pids_[static_cast<size_t>(peer)]) + "/fd/" + std::to_string(b.fd);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    throw_system_error(ErrorCode::peer_failure, fmt::format("cannot open rank {}'s registered buffer ({})", peer, path),
+                       errno, ErrorContext{rank_, "", 0, peer});
+  }
+  void* p = ::mmap(nullptr, b.map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(b.map_offset));
+  const int err = errno;
+  ::close(fd);
+  if (p == MAP_FAILED) {
+    throw_system_error(ErrorCode::peer_failure, fmt::format("cannot map rank {}'s registered buffer ({})", peer, path),
+                       err, ErrorContext{rank_, "", 0, peer});
+  }
+  if (cache.size() >= kMappingsPerPeer) {
+    ::munmap(cache.front().addr, cache.front().map_bytes);
+    cache.erase(cache.begin());
+  }
+  cache.push_back(PeerMapping{b.id, static_cast<std::byte*>(p), b.map_offset, b.map_bytes});
+  return static_cast<std::byte*>(p) + b.delta;
 }
 
 void RegionPort::publish() {
@@ -95,18 +149,33 @@ bool RegionPort::alive(int peer) {
   return pid <= 0 || liveness_[static_cast<size_t>(peer)].alive(pid);
 }
 
-int RegionPort::read_peer_memory(int peer, void* dst, uint64_t addr, size_t bytes) const {
-  const pid_t pid = pids_[static_cast<size_t>(peer)];
+namespace {
+
+// process_vm_readv or _writev of `bytes` between `local` and `addr` in `pid`, to the end.
+template <class Move>
+int move_peer_memory(pid_t pid, std::byte* local, uint64_t addr, size_t bytes, Move move) {
   size_t done = 0;
   while (done < bytes) {
-    iovec local{static_cast<std::byte*>(dst) + done, bytes - done};
-    iovec remote{reinterpret_cast<void*>(addr + done), bytes - done};
-    const ssize_t got = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return got < 0 ? errno : EIO;
-    done += static_cast<size_t>(got);
+    iovec here{local + done, bytes - done};
+    iovec there{reinterpret_cast<void*>(addr + done), bytes - done};
+    const ssize_t moved = move(pid, &here, 1, &there, 1, 0);
+    if (moved < 0 && errno == EINTR) continue;
+    if (moved <= 0) return moved < 0 ? errno : EIO;
+    done += static_cast<size_t>(moved);
   }
   return 0;
+}
+
+}  // namespace
+
+int RegionPort::read_peer_memory(int peer, void* dst, uint64_t addr, size_t bytes) const {
+  return move_peer_memory(pids_[static_cast<size_t>(peer)], static_cast<std::byte*>(dst), addr, bytes,
+                          ::process_vm_readv);
+}
+
+int RegionPort::write_peer_memory(int peer, uint64_t addr, const void* src, size_t bytes) const {
+  return move_peer_memory(pids_[static_cast<size_t>(peer)], const_cast<std::byte*>(static_cast<const std::byte*>(src)),
+                          addr, bytes, ::process_vm_writev);
 }
 
 namespace {

@@ -36,6 +36,9 @@ namespace hoop::transport::shm {
 class RegionPort {
  public:
   RegionPort(std::unique_ptr<SharedRegion> region, int rank, std::vector<pid_t> pids);
+  ~RegionPort();
+  RegionPort(const RegionPort&) = delete;
+  RegionPort& operator=(const RegionPort&) = delete;
 
   int rank() const { return rank_; }
   int nranks() const { return region_->nranks(); }
@@ -52,8 +55,10 @@ class RegionPort {
     return op_ <= 2 || seen(peer, flag_word(op_ - 1, 1));
   }
   // Writes the call and the buffers' addresses into this rank's window header: read by the
-  // peers once its first publish shows.
-  void announce(const CallSignature& call, const void* input, const void* output, uint8_t bits);
+  // peers once its first publish shows. `registered`: how to map the input and output when they
+  // are registered (null: they are not, or the schedule reads no peer's buffer).
+  void announce(const CallSignature& call, const void* input, const void* output, uint8_t bits,
+                const AnnouncedBuffer* registered = nullptr);
 
   // Raises this rank's flag by one and wakes the peers that sleep.
   void publish();
@@ -81,9 +86,14 @@ class RegionPort {
     const WindowHeader& h = header(peer);
     return output ? h.output_addr : h.input_addr;
   }
-  // Copies `bytes` from `addr` in `peer`'s address space (process_vm_readv). Returns 0, or the
-  // errno of a failure.
+  // Where `peer`'s registered input (or output) buffer of this operation starts in this
+  // process: the peer's pages mapped here (once, then kept). Null when the peer did not announce
+  // it registered; throws peer_failure when it cannot be mapped.
+  std::byte* peer_mapped(int peer, bool output);
+  // Copies `bytes` from (to) `addr` in `peer`'s address space (process_vm_readv, _writev).
+  // Returns 0, or the errno of a failure.
   int read_peer_memory(int peer, void* dst, uint64_t addr, size_t bytes) const;
+  int write_peer_memory(int peer, uint64_t addr, const void* src, size_t bytes) const;
   pid_t pid_of(int peer) const { return pids_[static_cast<size_t>(peer)]; }
 
   // Sleeping until `peer` reaches `flag` (see above). arm() returns false when it already has.
@@ -121,6 +131,16 @@ class RegionPort {
   uint32_t flag_ = 0;
   std::vector<uint64_t> seen_;      // per peer: the largest flag word read
   std::vector<uint64_t> compared_;  // per peer: the last operation whose call was compared
+  // Peers' registered buffers mapped here, per peer, most recently used last (a few per peer:
+  // a mapping keeps the peer's pages alive after it freed them, until it is dropped).
+  struct PeerMapping {
+    uint32_t id;
+    std::byte* addr;
+    uint64_t map_offset;
+    uint64_t map_bytes;
+  };
+  static constexpr size_t kMappingsPerPeer = 16;
+  std::vector<std::vector<PeerMapping>> mapped_;
   std::atomic<uint32_t> tsan_fence_word_{0};  // see notify()
 };
 

@@ -93,6 +93,10 @@ std::byte* create(const RegionParams& p, const std::string& name, int* fd_out, s
   h->shape_key = p.shape_key;
   h->attached.store(1, std::memory_order_relaxed);
   new (base + RegionGeometry::poison_offset()) PoisonBlock{};
+  auto* headers = reinterpret_cast<WindowHeader*>(base + geo.headers_offset());
+  for (size_t i = 0; i < static_cast<size_t>(p.nranks) * 2; ++i) {
+    for (AnnouncedBuffer& b : headers[i].buffers) b.fd = -1;  // nothing registered yet
+  }
   // The remaining control blocks are zero, as ftruncate left them: counters start at 0.
   h->ready.store(kRegionReady, std::memory_order_release);
   *bytes_out = total;
