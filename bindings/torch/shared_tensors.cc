@@ -8,26 +8,26 @@ namespace hoop_torch {
 
 SharedTensors::~SharedTensors() {
   std::lock_guard lk(mu_);
-  for (const Entry& e : entries_) {
-    if (!e.registered) continue;
-    try {
-      comm_.deregister_buffer(e.base);
-    } catch (const std::exception&) {
-    }
+  for (const auto& [impl, e] : entries_) forget(e);
+}
+
+void SharedTensors::forget(const Entry& e) {
+  if (!e.registered) return;
+  try {
+    comm_.deregister_buffer(e.base);
+  } catch (const std::exception&) {
   }
 }
 
 void SharedTensors::forget_freed() {
-  std::erase_if(entries_, [&](const Entry& e) {
-    if (!e.storage.expired()) return false;
-    if (e.registered) {
-      try {
-        comm_.deregister_buffer(e.base);
-      } catch (const std::exception&) {
-      }
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if (it->second.storage.expired()) {
+      forget(it->second);
+      it = entries_.erase(it);
+    } else {
+      ++it;
     }
-    return true;
-  });
+  }
 }
 
 void SharedTensors::note(const at::Tensor& t) {
@@ -35,9 +35,13 @@ void SharedTensors::note(const at::Tensor& t) {
   const c10::Storage& storage = t.storage();
   c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
   std::lock_guard lk(mu_);
+  // First the storages torch freed meanwhile: their addresses may hold other memory now, which
+  // must not be taken for the registered buffer.
   forget_freed();
-  for (const Entry& e : entries_) {
-    if (e.storage.lock().get() == impl) return;
+  if (auto it = entries_.find(impl); it != entries_.end()) {
+    if (!it->second.storage.expired()) return;  // known, alive
+    forget(it->second);  // freed, and a new storage got its address
+    entries_.erase(it);
   }
   Entry e{c10::weak_intrusive_ptr<c10::StorageImpl>(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(impl)),
           storage.data(), false};
@@ -50,7 +54,7 @@ void SharedTensors::note(const at::Tensor& t) {
       // Not a mapping hoop can hand to its peers: the collectives copy as for private memory.
     }
   }
-  entries_.push_back(std::move(e));
+  entries_.emplace(impl, std::move(e));
 }
 
 }  // namespace hoop_torch

@@ -8,7 +8,7 @@
 #include <ATen/ATen.h>
 
 #include <mutex>
-#include <vector>
+#include <unordered_map>
 
 #include "hoop/communicator.h"
 
@@ -30,11 +30,12 @@ class SharedTensors {
     void* base;
     bool registered;
   };
-  void forget_freed();  // deregisters the storages torch has freed (mu_ held)
+  void forget(const Entry& e);  // deregisters it if registered (mu_ held)
+  void forget_freed();          // every storage torch has freed (mu_ held)
 
   hoop::Communicator& comm_;
   std::mutex mu_;
-  std::vector<Entry> entries_;
+  std::unordered_map<const c10::StorageImpl*, Entry> entries_;  // by storage
 };
 
 }  // namespace hoop_torch

@@ -343,7 +343,8 @@ class HOOP_API Communicator {
   SharedBuffer alloc(size_t bytes);
   // Registers memory the caller already has in a shared file mapping (MAP_SHARED of a file, a
   // memfd or /dev/shm: torch's share_memory_() tensors); throws invalid_argument when it is not
-  // (or overlaps a registered buffer). deregister_buffer(ptr) ends it (ptr: as registered).
+  // (or overlaps a registered buffer). deregister_buffer(ptr) ends it (ptr: as registered), and
+  // must come before the memory is unmapped: until then hoop takes those addresses for it.
   void register_buffer(void* ptr, size_t bytes);
   void deregister_buffer(void* ptr);
 

@@ -5,9 +5,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 
 #include "comm/collective_args.h"
+#include "comm/region_shape.h"
 #include "comm/transports.h"
 #include "core/errors.h"
 #include "core/log.h"
@@ -100,6 +102,8 @@ CommImpl::Registration CommImpl::registration(const OpTask& t) const {
   if (registry.empty() || local_size_ != size() || is_vector_op(t.desc.op)) return reg;
   const Extents e = call_extents(t.desc.op, t.desc.count, rank_, size(), t.desc.root);
   const size_t es = dtype_size(t.dtype);
+  // Calls that go through the cells read no peer's buffer: no lookup.
+  if (std::max(e.send, e.recv) * es <= direct_tunables(size()).small_bytes) return reg;
   bool all = e.send > 0 || e.recv > 0;
   const auto announce = [&](const void* p, size_t elements, transport::shm::AnnouncedBuffer& out) {
     if (elements == 0) return;
