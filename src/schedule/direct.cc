@@ -161,15 +161,20 @@ class DirectBuilder {
   }
 
   // dst = input(0) op input(1) op ... op input(N-1), partial results in `partial` (which may be
-  // dst), then the average's division: the same expression wherever it is computed.
+  // dst), then the average's division: the same expression wherever it is computed. When the
+  // first input is this rank's own, the second is reduced with it where it is: no copy of it
+  // into `partial` first (a whole pass over the part when the second comes through the kernel).
   void reduce_in_rank_order(Range dst, Range partial, const std::function<Source(int)>& input) {
+    Range first = partial;
     for (int q = 0; q < n_; ++q) {
       const Source in = input(q);
       const Range out = q == n_ - 1 ? dst : partial;
-      if (q == 0) {
+      if (q == 0 && in.peer == me_ && n_ > 1) {
+        first = in.remote;
+      } else if (q == 0) {
         add(read_from(in.peer, in.flag, in.remote, partial));
       } else {
-        add(read_reduce_from(in.peer, in.flag, in.remote, partial, out));
+        add(read_reduce_from(in.peer, in.flag, in.remote, q == 1 ? first : partial, out));
       }
     }
     if (d_.redop == RedOp::avg) add(finish_avg(dst));
