@@ -34,6 +34,7 @@ DirectTunables from_env(int nranks) {
   t.single_copy_part_bytes =
       round_up(std::max<uint64_t>(params::bytes(params::Id::direct_single_copy_part_bytes), kLine), kLine);
   t.registered_bytes = params::bytes(params::Id::direct_registered_bytes);
+  t.stream_bytes = params::bytes(params::Id::direct_stream_bytes);
   return t;
 }
 
@@ -44,7 +45,7 @@ size_t DirectTunables::window_bytes() const { return std::max(cell_bytes, stages
 uint64_t DirectTunables::key() const {
   uint64_t h = fnv1a64("");
   for (size_t v : {cell_bytes, small_bytes, chunk_bytes, stages, single_copy_bytes, single_copy_allreduce_bytes,
-                   single_copy_alltoall_bytes, single_copy_part_bytes, registered_bytes}) {
+                   single_copy_alltoall_bytes, single_copy_part_bytes, registered_bytes, stream_bytes}) {
     h = fnv1a64(std::string_view(reinterpret_cast<const char*>(&v), sizeof v), h);
   }
   return h;
@@ -74,6 +75,7 @@ schedule::RegionShape region_shape(const DirectTunables& t, size_t elem_bytes, b
     s.registered_elements = elements_from(t.registered_bytes, es);
   }
   s.zero_copy_piece_elements = std::max<size_t>(kZeroCopyPieceBytes / es, 1);
+  s.stream_elements = elements_from(t.stream_bytes, es);
   s.single_copy_part_elements = std::max<size_t>(t.single_copy_part_bytes / es, 1);
   return s;
 }

@@ -36,6 +36,10 @@ struct DirectTunables {
   // AllReduce and Reduce from this many bytes decide at run time, alike on every rank, whether
   // every rank's buffers are registered (zero copy); HOOP_DIRECT_REGISTERED_BYTES, 0: never.
   size_t registered_bytes;
+  // Outputs of at least this many bytes are stored around the caches where a rank copies them
+  // itself (zero copy's results, single copy's reads of registered buffers): below, the output
+  // fits the caches and the caller finds it there; HOOP_DIRECT_STREAM_BYTES, 0: never.
+  size_t stream_bytes;
 
   // Each of a rank's two windows: room for the cells or for every stage's slot.
   size_t window_bytes() const;

@@ -78,6 +78,7 @@ enum class Id : uint8_t {
   direct_single_copy_alltoall_bytes,
   direct_single_copy_part_bytes,
   direct_registered_bytes,
+  direct_stream_bytes,
   host_id,
   trace,
   calibrate,

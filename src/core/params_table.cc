@@ -82,6 +82,10 @@ constexpr std::array<Param, static_cast<size_t>(Id::count_)> kParams = {{
     {.id = Id::direct_registered_bytes, .name = "HOOP_DIRECT_REGISTERED_BYTES", .kind = K::size, .fallback = "1M",
      .doc = "shm-direct: AllReduce and Reduce from this size go zero copy when every rank's buffers "
             "are registered (`Communicator::alloc`); 0 turns it off"},
+    {.id = Id::direct_stream_bytes, .name = "HOOP_DIRECT_STREAM_BYTES", .kind = K::size, .fallback = "16M",
+     .doc = "shm-direct: outputs from this size are stored around the caches (non-temporal stores) "
+            "where a rank copies them itself: zero copy's results, single copy's reads of registered "
+            "buffers; 0 turns it off"},
     {.id = Id::host_id, .name = "HOOP_HOST_ID", .kind = K::text, .fallback = "",
      .doc = "override same-host detection (hoop-run --hosts sets the host's name); unset: host "
             "name, boot id and network namespace"},

@@ -212,7 +212,7 @@ class RegionRun {
     if (bytes == 0) return;
     std::byte* dst = ptr(a.dst);
     if (const std::byte* src = remote_ptr(a)) {
-      if (src != dst) std::memcpy(dst, src, bytes);
+      if (src != dst) copy_bytes(dst, src, bytes, a.stream);
     } else {
       read_peer(a.peer, dst, remote_addr(a), bytes);
     }

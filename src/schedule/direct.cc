@@ -15,8 +15,8 @@
 //    copied out instead of reduced); AllGather and Broadcast: in, then copies out. A slot
 //    stage is rewritten only once every peer is done with the chunk that used it before.
 //  - single copy (RegionShape::single_copy_*): every rank publishes its buffers and reads the
-//    peers' own buffers (process_vm_readv), no slot in between; before returning, a rank whose
-//    buffers are read waits until every reader is done.
+//    peers' own buffers (process_vm_readv, or in place where they are registered), no slot in
+//    between; before returning, a rank whose buffers are read waits until every reader is done.
 // Across operations the region transport alternates windows (a window is rewritten only once
 // every peer finished the operation before the last): one operation's schedule starts fresh.
 #include <algorithm>
@@ -34,6 +34,7 @@ RegionShape RegionShape::defaults() {
   s.stages = 2;
   s.align_elements = 16;
   s.zero_copy_piece_elements = 8192;
+  s.stream_elements = 1 << 20;
   return s;
 }
 
@@ -154,6 +155,26 @@ class DirectBuilder {
   }
   void copy(Range src, Range dst) {
     if (src.count > 0) add(local_copy(src, dst));
+  }
+  // Outputs from RegionShape::stream_elements are stored around the caches where this rank
+  // copies them itself (zero copy's results; single copy's reads of a peer's registered buffer
+  // and its own block): the caches keep the inputs being read, and no output line is read
+  // before it is written.
+  bool stream_output() const {
+    const bool blocks = d_.op == OpType::allgather || d_.op == OpType::alltoall;
+    const size_t out = blocks ? d_.count * static_cast<size_t>(n_) : d_.count;
+    return shape_.stream_elements > 0 && out >= shape_.stream_elements;
+  }
+  void copy_out(Range src, Range dst) {
+    if (src.count == 0) return;
+    Action a = local_copy(src, dst);
+    a.stream = stream_output();
+    add(a);
+  }
+  void read_out(int peer, uint32_t flag, Range remote, Range dst) {
+    Action a = read_from(peer, flag, remote, dst);
+    a.stream = stream_output();
+    add(a);
   }
   void wait_all(uint32_t flag) {
     for (int p = 0; p < n_; ++p)
@@ -543,11 +564,12 @@ class DirectBuilder {
   void single_copy_allgather() {
     const size_t c = d_.count;
     step();
-    copy(Range{Buf::send, 0, c}, Range{Buf::recv, static_cast<size_t>(me_) * c, c});
+    copy_out(Range{Buf::send, 0, c}, Range{Buf::recv, static_cast<size_t>(me_) * c, c});
+    s_.announces_buffers = true;  // the publish after the copy: peers read the input from it on
     const uint32_t buffers = raise();
     step();
     for (int p = 0; p < n_; ++p) {
-      if (p != me_) add(read_from(p, buffers, Range{Buf::send, 0, c}, Range{Buf::recv, static_cast<size_t>(p) * c, c}));
+      if (p != me_) read_out(p, buffers, Range{Buf::send, 0, c}, Range{Buf::recv, static_cast<size_t>(p) * c, c});
     }
     finish_single_copy(true);
   }
@@ -562,11 +584,9 @@ class DirectBuilder {
         BranchRule::any_in_place,
         [&] {
           step();
-          copy(Range{Buf::send, me * c, c}, Range{Buf::recv, me * c, c});
+          copy_out(Range{Buf::send, me * c, c}, Range{Buf::recv, me * c, c});
           for (int p = 0; p < n_; ++p) {
-            if (p != me_) {
-              add(read_from(p, buffers, Range{Buf::send, me * c, c}, Range{Buf::recv, static_cast<size_t>(p) * c, c}));
-            }
+            if (p != me_) read_out(p, buffers, Range{Buf::send, me * c, c}, Range{Buf::recv, static_cast<size_t>(p) * c, c});
           }
           finish_single_copy(true);
         },
@@ -591,7 +611,7 @@ class DirectBuilder {
 
   // Rank r owns part r of the buffer: piece by piece it reduces every rank's input there (read
   // in place in the peers' registered buffers) in rank order in cache-sized scratch, and writes
-  // the result into every rank's output (the root's only, for Reduce), around the caches. Each
+  // the result into every rank's output (the root's only, for Reduce). Each
   // part of every buffer is read and written by its owner alone, so in place needs no more.
   // A rank returns once every peer says it is done: its input read, its output written.
   void zero_copy(uint32_t buffers) {
@@ -610,8 +630,9 @@ class DirectBuilder {
       for (int j = 1; j <= n_; ++j) {
         const int q = (me_ + j) % n_;
         if (d_.op == OpType::reduce && q != d_.root) continue;
-        if (q == me_) add(stream_copy(acc, out));
-        else add(write_to(q, buffers, out, acc));
+        Action a = q == me_ ? local_copy(acc, out) : write_to(q, buffers, out, acc);
+        a.stream = stream_output();
+        add(a);
       }
     }
     finish_single_copy(true);
@@ -623,8 +644,8 @@ class DirectBuilder {
     const size_t c = d_.count;
     const uint32_t buffers = publish_buffers();
     step();
-    if (me_ == d_.root) copy(Range{Buf::send, 0, c}, Range{Buf::recv, 0, c});
-    else add(read_from(d_.root, buffers, Range{Buf::send, 0, c}, Range{Buf::recv, 0, c}));
+    if (me_ == d_.root) copy_out(Range{Buf::send, 0, c}, Range{Buf::recv, 0, c});
+    else read_out(d_.root, buffers, Range{Buf::send, 0, c}, Range{Buf::recv, 0, c});
     finish_single_copy(me_ == d_.root);
   }
 

@@ -67,8 +67,8 @@ struct Action {
   // (the peer's flag-th publish; every flag counts from 0 at the start of the operation).
   Range remote;
   uint32_t flag = 0;
-  // copy / write: what is written is not read again soon (an operation's output): the engine
-  // may store around the caches (non-temporal stores).
+  // copy / write / read: what is written is not read again soon (an operation's output): the
+  // engine may store around the caches (non-temporal stores; a read through the kernel cannot).
   bool stream = false;
 };
 
@@ -124,6 +124,9 @@ struct RegionShape {
   // peers' inputs and write the results into the peers' outputs: zero copy); 0: never.
   size_t registered_elements = 0;
   size_t zero_copy_piece_elements = 0;  // reduced at once in cache, then written to every output
+  // Outputs of at least this many elements are stored around the caches where a rank copies
+  // them itself (zero copy's results; single copy's reads of registered buffers); 0: never.
+  size_t stream_elements = 0;
   // Peers read each other's own buffers (no slot) for AllReduce and Broadcast buffers of at least
   // single_copy_elements (ReduceScatter, AllGather: N blocks), AllReduce also needing
   // single_copy_allreduce_elements, AllToAll (N blocks) single_copy_alltoall_elements instead;

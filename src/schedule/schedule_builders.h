@@ -58,14 +58,9 @@ inline Action read_from(int peer, uint32_t flag, Range remote, Range dst) {
 inline Action read_reduce_from(int peer, uint32_t flag, Range remote, Range local, Range dst) {
   return Action{.kind = ActionKind::read_reduce, .peer = peer, .src = local, .dst = dst, .remote = remote, .flag = flag};
 }
-// `remote` of `peer` (its send or recv) = src, once its flag reaches `flag`: an output, stored
-// around the caches.
+// `remote` of `peer` (its send or recv) = src, once its flag reaches `flag`.
 inline Action write_to(int peer, uint32_t flag, Range remote, Range src) {
-  return Action{.kind = ActionKind::write, .peer = peer, .src = src, .remote = remote, .flag = flag, .stream = true};
-}
-// dst = src where dst is an output not read again soon (stored around the caches).
-inline Action stream_copy(Range src, Range dst) {
-  return Action{.kind = ActionKind::copy, .src = src, .dst = dst, .stream = true};
+  return Action{.kind = ActionKind::write, .peer = peer, .src = src, .remote = remote, .flag = flag};
 }
 
 }  // namespace hoop::schedule
