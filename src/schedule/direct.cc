@@ -560,14 +560,13 @@ class DirectBuilder {
     finish_single_copy(true);
   }
 
-  // Each rank reads every peer's input straight into its block of the output.
+  // Each rank reads every peer's input straight into its block of the output. Peers read the
+  // input, not the output: the rank copies its own block after publishing, while they read.
   void single_copy_allgather() {
     const size_t c = d_.count;
+    const uint32_t buffers = publish_buffers();
     step();
     copy_out(Range{Buf::send, 0, c}, Range{Buf::recv, static_cast<size_t>(me_) * c, c});
-    s_.announces_buffers = true;  // the publish after the copy: peers read the input from it on
-    const uint32_t buffers = raise();
-    step();
     for (int p = 0; p < n_; ++p) {
       if (p != me_) read_out(p, buffers, Range{Buf::send, 0, c}, Range{Buf::recv, static_cast<size_t>(p) * c, c});
     }
