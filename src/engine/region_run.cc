@@ -64,6 +64,7 @@ class RegionRun {
       const size_t v = choose_variant();
       if (v < sched_.variants.size()) run_steps(sched_.variants[v], sched_.steps.size());
     }
+    port_.end_op(sched_.closing_publish);
   }
 
  private:

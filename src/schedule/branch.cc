@@ -6,6 +6,8 @@ namespace hoop::schedule {
 
 RankSchedule with_variant(const RankSchedule& s, size_t variant) {
   RankSchedule out{s.algorithm, s.steps, s.scratch_count, s.region_count, s.shared_region};
+  out.announces_buffers = s.announces_buffers;
+  out.closing_publish = s.closing_publish;
   if (s.branch != BranchRule::none && variant < s.variants.size()) {
     const auto& more = s.variants[variant];
     out.steps.insert(out.steps.end(), more.begin(), more.end());

@@ -241,6 +241,7 @@ class Checker {
     }
     for (int r = 0; r < n_; ++r) setup_rank(r);
     for (int r = 0; r < n_; ++r) check_static(r);
+    if (region_) check_closing_publish();
     match();
     simulate();
     if (region_) check_buffers_released();
@@ -289,6 +290,36 @@ class Checker {
   }
 
   [[noreturn]] void fail(const std::string& what) const { throw Failure{header() + ": " + what}; }
+
+  // A closing publish lets the peers rewrite their windows two operations on once they saw it
+  // (transport/shm/region_port.h): every rank must have one, publish as often as the others
+  // (the flag value named is the peer's), and do nothing after it.
+  void check_closing_publish() const {
+    int claimed = -1;
+    for (int r = 0; r < n_; ++r) {
+      if (s_[static_cast<size_t>(r)].closing_publish) claimed = r;
+    }
+    if (claimed < 0) return;
+    size_t publishes_of_claimed = 0;
+    for (int r = 0; r < n_; ++r) {
+      const RankSchedule& s = s_[static_cast<size_t>(r)];
+      if (!s.closing_publish) fail(fmt::format("rank {} claims a closing publish, rank {} does not", claimed, r));
+      size_t publishes = 0;
+      bool after_last = false;  // an action after the last publish so far
+      for (const Step& step : s.steps) {
+        for (const Action& a : step.actions) {
+          after_last = a.kind != ActionKind::publish;
+          if (!after_last) ++publishes;
+        }
+      }
+      if (publishes == 0 || after_last) fail(fmt::format("rank {} claims a closing publish but acts after its last publish", r));
+      if (r == 0) publishes_of_claimed = publishes;
+      if (publishes != publishes_of_claimed) {
+        fail(fmt::format("rank {} publishes {} times, rank 0 {}: a closing publish names another flag", r, publishes,
+                         publishes_of_claimed));
+      }
+    }
+  }
 
   [[noreturn]] void fail_at(int r, size_t step, size_t idx, const std::string& what) const {
     const Action& a = action(r, step, idx);

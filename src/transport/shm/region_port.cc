@@ -117,11 +117,12 @@ std::optional<CallSignature> RegionPort::peer_call(int peer) const {
   return h.call;  // written before that publish, rewritten only two operations on
 }
 
-bool RegionPort::arm_on(Waiter& waiter, int peer, uint64_t word) {
+template <class Ready>
+bool RegionPort::arm_until(Waiter& waiter, const Ready& ready) {
   RankControl& me = control(rank_);
   me.sleeping.store(1, std::memory_order_seq_cst);
   const uint32_t wake = me.wake.load(std::memory_order_seq_cst);
-  if (seen(peer, word) || poisoned()) {
+  if (ready() || poisoned()) {
     me.sleeping.store(0, std::memory_order_relaxed);
     return false;
   }
@@ -129,10 +130,12 @@ bool RegionPort::arm_on(Waiter& waiter, int peer, uint64_t word) {
   return true;
 }
 
-bool RegionPort::arm(Waiter& waiter, int peer, uint32_t flag) { return arm_on(waiter, peer, flag_word(op_, flag)); }
+bool RegionPort::arm(Waiter& waiter, int peer, uint32_t flag) {
+  return arm_until(waiter, [&] { return seen(peer, flag_word(op_, flag)); });
+}
 
 bool RegionPort::arm_window(Waiter& waiter, int peer) {
-  return op_ <= 2 ? false : arm_on(waiter, peer, flag_word(op_ - 1, 1));
+  return arm_until(waiter, [&] { return window_ready(peer); });
 }
 
 bool RegionPort::shares_cpu_with(int peer) {

@@ -4,8 +4,11 @@
 //
 // Every operation on the region gets the next operation number (the same on every rank: all
 // run the same operations in the same order) and the window of that parity. Before this rank
-// writes into a window it was last used two operations ago; every peer must have started the
-// operation in between, which ends its reads of that window (window_ready). A flag value f of
+// writes into a window it was last used two operations ago; every peer must be done reading it
+// (window_ready): it started the operation in between, or, when that operation's schedule ends
+// with a closing publish (RankSchedule::closing_publish), it raised that last flag. The second
+// spares a rank that finished an operation but is not running yet (more ranks than cores) from
+// holding up its peers' next one. A flag value f of
 // `peer` in the current operation is reached once its window header's flag word is at least
 // flag_word(op, f); the words of earlier operations are smaller, so stale values never satisfy
 // a wait. The largest word seen of each peer is kept, so a wait already known to be satisfied
@@ -52,8 +55,12 @@ class RegionPort {
   // Whether `peer` is done with this rank's window of the current operation (it started the
   // operation before, or this window was never used).
   bool window_ready(int peer) {
-    return op_ <= 2 || seen(peer, flag_word(op_ - 1, 1));
+    if (op_ <= 2) return true;
+    const Closing& c = closing_[window_];
+    return (c.op == op_ - 2 && seen(peer, flag_word(c.op, c.flag))) || seen(peer, flag_word(op_ - 1, 1));
   }
+  // Ends the current operation: `closing` says its schedule ended with a closing publish.
+  void end_op(bool closing) { closing_[window_] = closing ? Closing{op_, flag_} : Closing{}; }
   // Writes the call and the buffers' addresses into this rank's window header: read by the
   // peers once its first publish shows. `registered`: how to map the input and output when they
   // are registered (null: they are not, or the schedule reads no peer's buffer).
@@ -114,12 +121,13 @@ class RegionPort {
   bool seen(int peer, uint64_t word) {
     uint64_t& s = seen_[static_cast<size_t>(peer)];
     if (s >= word) [[likely]] return true;
-    // A word of the previous operation sits in the other window.
-    const unsigned w = op_of(word) == op_ ? window_ : window_ ^ 1u;
+    // A word sits in the window of its operation's parity.
+    const auto w = static_cast<unsigned>(op_of(word) & 1);
     s = std::max(s, region_->header(peer, w).flag.load(std::memory_order_acquire));
     return s >= word;
   }
-  bool arm_on(Waiter& waiter, int peer, uint64_t word);
+  template <class Ready>
+  bool arm_until(Waiter& waiter, const Ready& ready);
   void notify() noexcept;
 
   std::unique_ptr<SharedRegion> region_;
@@ -129,6 +137,11 @@ class RegionPort {
   uint64_t op_ = 0;
   unsigned window_ = 0;
   uint32_t flag_ = 0;
+  struct Closing {
+    uint64_t op = 0;  // 0: none
+    uint32_t flag = 0;
+  };
+  Closing closing_[2];  // per window: the closing flag of the last operation that ended on it
   std::vector<uint64_t> seen_;      // per peer: the largest flag word read
   std::vector<uint64_t> compared_;  // per peer: the last operation whose call was compared
   // Peers' registered buffers mapped here, per peer, most recently used last (a few per peer:
