@@ -271,19 +271,19 @@ CollectiveDesc allgather_desc(int n, size_t count) {
   return CollectiveDesc{.op = OpType::allgather, .count = count, .nranks = n};
 }
 
-// The slots end with a "done" publish on every rank, which lets the peers rewrite their windows
-// two operations on without waiting for the rank to start the next; the other paths do not
-// claim it. A claim that does not hold is refused.
-TEST(DirectScheduleChecker, OnlyTheSlotsEndWithAClosingPublish) {
+// The slots and single copy end with a "done" publish on every rank (then waits only), which
+// lets the peers rewrite their windows two operations on without waiting for the rank to start
+// the next; the cells do not claim it. A claim that does not hold is refused.
+TEST(DirectScheduleChecker, AllButTheCellsEndWithAClosingPublish) {
   CollectiveDesc d;
   d.op = OpType::broadcast;
   d.nranks = 4;
   d.region = small_shape(2, true);
-  for (const auto& [count, closing] : {std::pair<size_t, bool>{8, false}, {9, true}, {64, false}}) {
+  for (const auto& [count, closing] : {std::pair<size_t, bool>{0, false}, {8, false}, {9, true}, {64, true}}) {
     d.count = count;
     for (int r = 0; r < d.nranks; ++r) EXPECT_EQ(build(kDirectAlgorithm, d, r).closing_publish, closing) << count;
   }
-  // Rank 1 reads after its last publish: it cannot claim one.
+  // Rank 1 reads after its last publish: it cannot claim one; rank 0 waits after it: it can.
   const CollectiveDesc ag = allgather_desc(2, 2);
   std::vector<RankSchedule> s(2);
   for (auto& r : s) {
@@ -293,10 +293,10 @@ TEST(DirectScheduleChecker, OnlyTheSlotsEndWithAClosingPublish) {
   const Range win{Buf::region, 0, 2};
   s[0].steps.push_back({{local_copy(Range{Buf::send, 0, 2}, win), publish(), wait_flag(1, 1)}});
   s[1].steps.push_back({{publish(), read_from(0, 1, win, Range{Buf::recv, 0, 2})}});
-  expect_refused(check_schedules(ag, s), "rank 0 claims a closing publish but acts after its last publish");
-  s[0].steps[0].actions.pop_back();
+  expect_refused(check_schedules(ag, s), "rank 1 claims a closing publish but acts after its last publish");
   s[1].steps[0].actions.push_back(publish());
-  expect_refused(check_schedules(ag, s), "rank 1 publishes 2 times, rank 0 1");
+  s[1].steps[0].actions.push_back(publish());
+  expect_refused(check_schedules(ag, s), "rank 1 publishes 3 times, rank 0 1");
   s[1].closing_publish = false;
   expect_refused(check_schedules(ag, s), "rank 0 claims a closing publish, rank 1 does not");
 }

@@ -293,7 +293,7 @@ class Checker {
 
   // A closing publish lets the peers rewrite their windows two operations on once they saw it
   // (transport/shm/region_port.h): every rank must have one, publish as often as the others
-  // (the flag value named is the peer's), and do nothing after it.
+  // (the flag value named is the peer's), and only wait after it.
   void check_closing_publish() const {
     int claimed = -1;
     for (int r = 0; r < n_; ++r) {
@@ -305,11 +305,15 @@ class Checker {
       const RankSchedule& s = s_[static_cast<size_t>(r)];
       if (!s.closing_publish) fail(fmt::format("rank {} claims a closing publish, rank {} does not", claimed, r));
       size_t publishes = 0;
-      bool after_last = false;  // an action after the last publish so far
+      bool after_last = false;  // an action other than a wait after the last publish so far
       for (const Step& step : s.steps) {
         for (const Action& a : step.actions) {
-          after_last = a.kind != ActionKind::publish;
-          if (!after_last) ++publishes;
+          if (a.kind == ActionKind::publish) {
+            ++publishes;
+            after_last = false;
+          } else if (a.kind != ActionKind::wait_flag) {
+            after_last = true;
+          }
         }
       }
       if (publishes == 0 || after_last) fail(fmt::format("rank {} claims a closing publish but acts after its last publish", r));

@@ -74,7 +74,7 @@ class DirectBuilder {
 
   RankSchedule build() {
     s_.shared_region = n_ > 1;
-    bool slots = false;
+    const bool through_cells = n_ > 1 && input_elements() <= shape_.cell_elements;
     if (n_ == 1) {
       alone();
     } else if (input_elements() <= shape_.cell_elements) {
@@ -90,7 +90,6 @@ class DirectBuilder {
         default: single_copy_broadcast(); break;
       }
     } else {
-      slots = true;
       switch (d_.op) {
         case OpType::allreduce: slots_allreduce(false); break;
         case OpType::reduce: slots_allreduce(true); break;
@@ -101,20 +100,23 @@ class DirectBuilder {
         default: unsupported();
       }
     }
-    // Only the slots end with a publish on every rank (their "done"): cells end with reads, and
-    // single and zero copy with a wait on the ranks whose buffers are read.
-    s_.closing_publish = s_.shared_region && slots && ends_with_publish(s_.steps, s_.variants.empty());
+    // Slots, single and zero copy end with a "done" publish on every rank (then at most waits
+    // for the peers that read this rank's buffers); cells end with reads.
+    s_.closing_publish = s_.shared_region && !through_cells && ends_with_publish(s_.steps, s_.variants.empty());
     for (const auto& v : s_.variants) s_.closing_publish = s_.closing_publish && ends_with_publish(v, true);
     return std::move(s_);
   }
 
  private:
-  // Whether the last action of `steps` (followed by a variant's steps unless `last`) is a
-  // publish.
+  // Whether only waits follow the last publish of `steps` (followed by a variant's steps unless
+  // `last`).
   static bool ends_with_publish(const std::vector<Step>& steps, bool last) {
     if (!last) return true;  // the variants end the schedule
     for (auto step = steps.rbegin(); step != steps.rend(); ++step) {
-      if (!step->actions.empty()) return step->actions.back().kind == ActionKind::publish;
+      for (auto a = step->actions.rbegin(); a != step->actions.rend(); ++a) {
+        if (a->kind == ActionKind::publish) return true;
+        if (a->kind != ActionKind::wait_flag) return false;
+      }
     }
     return false;
   }

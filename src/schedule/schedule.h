@@ -96,11 +96,12 @@ struct RankSchedule {
   // Reads or writes peers' own buffers (single copy, zero copy): the rank announces where its
   // buffers are, and whether they are registered.
   bool announces_buffers = false;
-  // Shared-region schedules whose last action (in every variant) is a publish: once a peer has
-  // seen that flag, the rank is done with the operation and reads nothing of it any more, so
-  // the peer may rewrite its window two operations on (else it waits for the rank's first
-  // publish of the next operation). All ranks of a call agree, and publish equally often (the
-  // checker holds them to it).
+  // Shared-region schedules whose last publish (in every variant) is followed by waits only: once
+  // a peer has seen that flag, the rank reads nothing of the peer's window but its flag and call
+  // (which the transport lets it read while they are rewritten), so the peer may rewrite its
+  // window two operations on (else it waits for the rank's first publish of the next
+  // operation). All ranks of a call agree, and publish equally often (the checker holds them
+  // to it).
   bool closing_publish = false;
   // After `steps`, the steps of variants[i], i chosen by `branch` (none: no variants).
   BranchRule branch = BranchRule::none;

@@ -68,7 +68,10 @@ struct AnnouncedBuffer {
 
 struct alignas(kCacheLine) WindowHeader {
   std::atomic<uint64_t> flag;  // flag_word(operation, publishes), stored (release) by publish
-  CallSignature call;          // the owner's call in that operation, written before its first publish
+  // The owner's call in that operation (a CallSignature as words), written before its first
+  // publish. Atomic: a peer still waiting in the operation two back may read it while the owner
+  // rewrites it, and peer_call() checks the flag again after reading.
+  std::atomic<uint64_t> call[3];
   uint64_t input_addr;         // the owner's input and output buffers, in its address space
   uint64_t output_addr;
   uint8_t bits;

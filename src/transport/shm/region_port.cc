@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -40,7 +41,13 @@ void RegionPort::begin_op() {
 void RegionPort::announce(const CallSignature& call, const void* input, const void* output, uint8_t bits,
                           const AnnouncedBuffer* registered) {
   WindowHeader& h = region_->header(rank_, window_);
-  h.call = call;
+  // A peer of the operation two back may still read this header while it waits (the flag and
+  // the call): the flag says first that the operation moved on (no publish yet in it).
+  h.flag.store(flag_word(op_, 0), std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  uint64_t words[3];
+  std::memcpy(words, &call, sizeof words);
+  for (int i = 0; i < 3; ++i) h.call[i].store(words[i], std::memory_order_relaxed);
   h.input_addr = reinterpret_cast<uint64_t>(input);
   h.output_addr = reinterpret_cast<uint64_t>(output);
   h.bits = bits;
@@ -113,8 +120,16 @@ void RegionPort::notify() noexcept {
 
 std::optional<CallSignature> RegionPort::peer_call(int peer) const {
   const WindowHeader& h = header(peer);
-  if (op_of(h.flag.load(std::memory_order_acquire)) != op_) return std::nullopt;
-  return h.call;  // written before that publish, rewritten only two operations on
+  const auto published_now = [&](uint64_t word) { return op_of(word) == op_ && (word & kMaxFlag) > 0; };
+  if (!published_now(h.flag.load(std::memory_order_acquire))) return std::nullopt;
+  uint64_t words[3];
+  for (int i = 0; i < 3; ++i) words[i] = h.call[i].load(std::memory_order_relaxed);
+  // Still this operation's: the peer did not start rewriting the header two operations on.
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (!published_now(h.flag.load(std::memory_order_relaxed))) return std::nullopt;
+  CallSignature call;
+  std::memcpy(&call, words, sizeof call);
+  return call;
 }
 
 template <class Ready>
