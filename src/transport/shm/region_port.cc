@@ -42,12 +42,12 @@ void RegionPort::announce(const CallSignature& call, const void* input, const vo
                           const AnnouncedBuffer* registered) {
   WindowHeader& h = region_->header(rank_, window_);
   // A peer of the operation two back may still read this header while it waits (the flag and
-  // the call): the flag says first that the operation moved on (no publish yet in it).
+  // the call): the flag says first that the operation moved on (no publish yet in it), and a
+  // peer that reads a new word of the call (each stored with release) then sees that flag.
   h.flag.store(flag_word(op_, 0), std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
   uint64_t words[3];
   std::memcpy(words, &call, sizeof words);
-  for (int i = 0; i < 3; ++i) h.call[i].store(words[i], std::memory_order_relaxed);
+  for (int i = 0; i < 3; ++i) h.call[i].store(words[i], std::memory_order_release);
   h.input_addr = reinterpret_cast<uint64_t>(input);
   h.output_addr = reinterpret_cast<uint64_t>(output);
   h.bits = bits;
@@ -123,9 +123,8 @@ std::optional<CallSignature> RegionPort::peer_call(int peer) const {
   const auto published_now = [&](uint64_t word) { return op_of(word) == op_ && (word & kMaxFlag) > 0; };
   if (!published_now(h.flag.load(std::memory_order_acquire))) return std::nullopt;
   uint64_t words[3];
-  for (int i = 0; i < 3; ++i) words[i] = h.call[i].load(std::memory_order_relaxed);
+  for (int i = 0; i < 3; ++i) words[i] = h.call[i].load(std::memory_order_acquire);
   // Still this operation's: the peer did not start rewriting the header two operations on.
-  std::atomic_thread_fence(std::memory_order_acquire);
   if (!published_now(h.flag.load(std::memory_order_relaxed))) return std::nullopt;
   CallSignature call;
   std::memcpy(&call, words, sizeof call);
