@@ -304,19 +304,14 @@ class Checker {
     for (int r = 0; r < n_; ++r) {
       const RankSchedule& s = s_[static_cast<size_t>(r)];
       if (!s.closing_publish) fail(fmt::format("rank {} claims a closing publish, rank {} does not", claimed, r));
-      size_t publishes = 0;
-      bool after_last = false;  // an action other than a wait after the last publish so far
-      for (const Step& step : s.steps) {
-        for (const Action& a : step.actions) {
-          if (a.kind == ActionKind::publish) {
-            ++publishes;
-            after_last = false;
-          } else if (a.kind != ActionKind::wait_flag) {
-            after_last = true;
-          }
-        }
+      if (!ends_with_closing_publish(s.steps)) {
+        fail(fmt::format("rank {} claims a closing publish but acts after its last publish", r));
       }
-      if (publishes == 0 || after_last) fail(fmt::format("rank {} claims a closing publish but acts after its last publish", r));
+      size_t publishes = 0;
+      for (const Step& step : s.steps) {
+        publishes += static_cast<size_t>(std::count_if(step.actions.begin(), step.actions.end(),
+                                                       [](const Action& a) { return a.kind == ActionKind::publish; }));
+      }
       if (r == 0) publishes_of_claimed = publishes;
       if (publishes != publishes_of_claimed) {
         fail(fmt::format("rank {} publishes {} times, rank 0 {}: a closing publish names another flag", r, publishes,

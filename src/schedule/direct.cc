@@ -77,7 +77,7 @@ class DirectBuilder {
     const bool through_cells = n_ > 1 && input_elements() <= shape_.cell_elements;
     if (n_ == 1) {
       alone();
-    } else if (input_elements() <= shape_.cell_elements) {
+    } else if (through_cells) {
       cells();
     } else if (registered_branch()) {
       registered_or_not();
@@ -102,25 +102,14 @@ class DirectBuilder {
     }
     // Slots, single and zero copy end with a "done" publish on every rank (then at most waits
     // for the peers that read this rank's buffers); cells end with reads.
-    s_.closing_publish = s_.shared_region && !through_cells && ends_with_publish(s_.steps, s_.variants.empty());
-    for (const auto& v : s_.variants) s_.closing_publish = s_.closing_publish && ends_with_publish(v, true);
+    // With variants, they end the schedule.
+    s_.closing_publish = s_.shared_region && !through_cells &&
+                         (s_.variants.empty() ? ends_with_closing_publish(s_.steps)
+                                              : std::all_of(s_.variants.begin(), s_.variants.end(), ends_with_closing_publish));
     return std::move(s_);
   }
 
  private:
-  // Whether only waits follow the last publish of `steps` (followed by a variant's steps unless
-  // `last`).
-  static bool ends_with_publish(const std::vector<Step>& steps, bool last) {
-    if (!last) return true;  // the variants end the schedule
-    for (auto step = steps.rbegin(); step != steps.rend(); ++step) {
-      for (auto a = step->actions.rbegin(); a != step->actions.rend(); ++a) {
-        if (a->kind == ActionKind::publish) return true;
-        if (a->kind != ActionKind::wait_flag) return false;
-      }
-    }
-    return false;
-  }
-
   [[noreturn]] void unsupported() const {
     throw_error(ErrorCode::invalid_argument,
                 fmt::format("{} does not implement {}", kDirectAlgorithm, to_string(d_.op)));

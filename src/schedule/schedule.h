@@ -117,6 +117,8 @@ inline size_t branch_variant(BranchRule rule, bool any_in_place, bool all_regist
 // The schedule as it runs when its branch takes `variant`: `steps` then that variant's steps,
 // without a branch (the schedule itself when it has none).
 RankSchedule with_variant(const RankSchedule& s, size_t variant);
+// Whether `steps` end with a publish followed by waits only (RankSchedule::closing_publish).
+bool ends_with_closing_publish(const std::vector<Step>& steps);
 
 // The shared-region window of shm-direct, in elements of the type moved: which path a call
 // takes (cells, pipelined slots or single copy) and how the slots are cut. From the HOOP_DIRECT_*
