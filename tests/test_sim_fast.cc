@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "comm/algo_choice.h"
+#include "support/test_scale.h"
 #include "support/tool_process.h"
 #include "tuner/tuner.h"
 
@@ -75,15 +76,20 @@ const std::vector<OpType> kSimulatedOps = {OpType::allreduce, OpType::reducescat
                                            OpType::broadcast, OpType::reduce,        OpType::alltoall,
                                            OpType::gather,    OpType::scatter};
 
-// Powers of two, primes, and others; the largest where the full walk is still quick.
-const std::vector<int> kRankCounts = {2, 3, 4, 5, 7, 8, 12, 16, 31, 48, 64, 97, 128, 255, 256};
+// Powers of two, primes, and others; the largest where the full walk is still quick (under
+// HOOP_TEST_SCALE=small, up to 97).
+std::vector<int> rank_counts() {
+  std::vector<int> counts = {2, 3, 4, 5, 7, 8, 12, 16, 31, 48, 64, 97, 128, 255, 256};
+  if (test::small_scale()) std::erase_if(counts, [](int n) { return n > 97 || n == 48; });
+  return counts;
+}
 
 // One host, one rank per host, blocks of 4 (N=5, 7, ... leave a short last host), blocks of 8.
 const std::vector<int> kPerHost = {0, 1, 4, 8};
 
 TEST(SimFast, EveryAlgorithmMatchesTheFullWalk) {
   for (OpType op : kSimulatedOps) {
-    for (int n : kRankCounts) {
+    for (int n : rank_counts()) {
       for (int per_host : kPerHost) {
         // 1 element (empty chunks), a count that N rarely divides, and one of many tree chunks.
         for (size_t count : {size_t{1}, size_t{12347}, size_t{1} << 18}) {
