@@ -82,6 +82,16 @@ std::vector<CollCase> make_cases(int n, const std::vector<size_t>& counts) {
   return cases;
 }
 
+// Every case on n ranks with buffers from Communicator::alloc (or private ones), each result
+// checked exactly.
+void run_cases(int n, const std::vector<size_t>& counts, bool registered, const SpawnOptions& opts) {
+  RunnerOptions ropts;
+  ropts.algo_check = AlgoCheck::exact;
+  ropts.registered = registered;
+  ropts.full_check_limit = 1 << 16;
+  run_cases_and_check(n, make_cases(n, counts), ropts, opts);
+}
+
 class RegisteredRanks : public ::testing::TestWithParam<int> {};
 
 // Counts: empty, one, below the cells' limit, over the zero-copy threshold (primes, not
@@ -90,25 +100,24 @@ TEST_P(RegisteredRanks, EveryCollectiveMatchesTheReferenceOverRegisteredBuffers)
   const int n = GetParam();
   std::vector<size_t> counts = {0, 1, 67, 2053, 9973};
   if (n <= 3) counts.push_back(300007);
-  const auto cases = make_cases(n, counts);
-  auto results = run_ranks(n, [&](RankContext& ctx) {
-    auto comm = ctx.make_comm();
-    ctx.report("JOB " + comm->job_id());
-    RunnerOptions ropts;
-    ropts.algo_check = AlgoCheck::exact;
-    ropts.registered = true;
-    ropts.full_check_limit = 1 << 16;
-    CaseRunner runner(ctx, *comm, max_buffer_bytes(cases, n), ropts);
-    runner.run_all(cases);
-  }, small_tunables());
-  EXPECT_TRUE(all_ok(results));
-  expect_cases_done_and_identical(cases, results);
-  expect_no_job_segments(results);
+  run_cases(n, counts, true, small_tunables());
 }
 
 std::string ranks_name(const ::testing::TestParamInfo<int>& p) { return std::to_string(p.param) + "ranks"; }
 
 INSTANTIATE_TEST_SUITE_P(Registered, RegisteredRanks, ::testing::Values(1, 2, 3, 5, 8), ranks_name);
+
+// The same with outputs from 8 KiB stored around the caches (HOOP_DIRECT_STREAM_BYTES; by
+// default only from 16 MiB, past every count of this suite): zero copy's results and single
+// copy's reads go through the streaming stores; over registered buffers, and over private ones.
+TEST(Registered, OutputsStoredAroundTheCachesMatchTheReference) {
+  SpawnOptions options = small_tunables();
+  options.env.emplace_back("HOOP_DIRECT_STREAM_BYTES", "8K");
+  for (bool registered : {true, false}) {
+    SCOPED_TRACE(registered ? "registered" : "private");
+    run_cases(3, {67, 2053, 9973, 300007}, registered, options);
+  }
+}
 
 // What an AllReduce writes into its peers' outputs is counted as sent to them: zero copy shows
 // there. Registered on every rank, each rank writes its part to every peer; with one rank's

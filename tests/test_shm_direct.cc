@@ -99,17 +99,9 @@ SpawnOptions small_tunables(const char* stages, const char* single_copy = "16K")
 }
 
 void run_cases(int n, const std::vector<size_t>& counts, const SpawnOptions& opts) {
-  const auto cases = make_cases(n, counts);
-  auto results = run_ranks(n, [&](RankContext& ctx) {
-    auto comm = make_reported_comm(ctx);
-    RunnerOptions ropts;
-    ropts.algo_check = AlgoCheck::exact;
-    CaseRunner runner(ctx, *comm, max_buffer_bytes(cases, n), ropts);
-    runner.run_all(cases);
-  }, opts);
-  EXPECT_TRUE(all_ok(results));
-  expect_cases_done_and_identical(cases, results);
-  expect_no_job_segments(results);
+  RunnerOptions ropts;
+  ropts.algo_check = AlgoCheck::exact;
+  run_cases_and_check(n, make_cases(n, counts), ropts, opts);
 }
 
 class ShmDirectRanks : public ::testing::TestWithParam<int> {};

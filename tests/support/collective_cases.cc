@@ -348,4 +348,17 @@ void expect_no_job_segments(const std::vector<RankResult>& results) {
   transport::shm_remove_job_segments(job);
 }
 
+void run_cases_and_check(int n, const std::vector<CollCase>& cases, const RunnerOptions& ropts,
+                         const SpawnOptions& opts) {
+  auto results = run_ranks(n, [&](RankContext& ctx) {
+    auto comm = ctx.make_comm();
+    ctx.report("JOB " + comm->job_id());
+    CaseRunner runner(ctx, *comm, max_buffer_bytes(cases, n), ropts);
+    runner.run_all(cases);
+  }, opts);
+  EXPECT_TRUE(all_ok(results));
+  expect_cases_done_and_identical(cases, results);
+  expect_no_job_segments(results);
+}
+
 }  // namespace hoop::test

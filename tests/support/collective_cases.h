@@ -96,4 +96,9 @@ std::string job_of(const std::vector<RankResult>& results);
 // Nothing of the reported job is left in /dev/shm (whatever is, is then removed).
 void expect_no_job_segments(const std::vector<RankResult>& results);
 
+// A whole run: n ranks, each reporting its communicator's job and running every case with
+// `ropts`; then the three checks above.
+void run_cases_and_check(int n, const std::vector<CollCase>& cases, const RunnerOptions& ropts,
+                         const SpawnOptions& opts);
+
 }  // namespace hoop::test
