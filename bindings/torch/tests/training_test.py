@@ -26,10 +26,17 @@ BATCH = 8
 HANG_SECONDS = 200
 
 
-def make_model(seed):
+# Width 600 (0.37M parameters) is past DDP's first bucket (1 MiB): the small cap below then
+# gives several buckets. The comm hooks train width 64, one bucket: torch's powerSGD_hook issues
+# its all_reduces from the callbacks of concurrent buckets, in an order that differs between
+# ranks (Gloo aborts on the mismatch, hoop reports mismatched calls).
+WIDE, NARROW = 600, 64
+
+
+def make_model(seed, width):
     torch.manual_seed(seed)
-    return torch.nn.Sequential(torch.nn.Linear(20, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64),
-                               torch.nn.ReLU(), torch.nn.Linear(64, 5))
+    return torch.nn.Sequential(torch.nn.Linear(20, width), torch.nn.ReLU(), torch.nn.Linear(width, width),
+                               torch.nn.ReLU(), torch.nn.Linear(width, 5))
 
 
 def batch(step, rank):
@@ -46,10 +53,11 @@ def train(model, optimizer, rank, steps=STEPS):
     return [p.detach().clone() for p in model.parameters()]
 
 
-def ddp(group, rank):
+def ddp(group, rank, width=WIDE):
     # Each rank starts from different weights: DDP's initial broadcast must fix that.
-    # A small bucket cap gives several buckets, so several all_reduces are in flight.
-    return DDP(make_model(seed=rank), process_group=group, bucket_cap_mb=0.004)
+    # A small bucket cap gives several buckets once DDP rebuilds them after the first step, so
+    # several all_reduces are in flight.
+    return DDP(make_model(seed=rank, width=width), process_group=group, bucket_cap_mb=0.004)
 
 
 def sgd(model):
@@ -58,7 +66,7 @@ def sgd(model):
 
 def hooked_ddp(group, rank, hook):
     """DDP trained with `hook` (a torch comm hook and its state) on `group`."""
-    model = ddp(group, rank)
+    model = ddp(group, rank, width=NARROW)
     state = group
     if hook is powerSGD_hook.powerSGD_hook:
         # Plain all_reduce for the first 2 steps, then rank-1 PowerSGD with error feedback.
@@ -102,7 +110,7 @@ def main():
 
     # One process, all ranks' batches: the mean loss over the whole batch has the averaged
     # gradient DDP computes.
-    single = make_model(seed=0)
+    single = make_model(seed=0, width=WIDE)
     opt = sgd(single)
     for step in range(STEPS):
         xs, ys = zip(*(batch(step, r) for r in range(size)))
