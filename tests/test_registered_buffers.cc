@@ -110,7 +110,7 @@ INSTANTIATE_TEST_SUITE_P(Registered, RegisteredRanks, ::testing::Values(1, 2, 3,
 // The same with outputs from 8 KiB stored around the caches (HOOP_DIRECT_STREAM_BYTES; by
 // default only from 16 MiB, past every count of this suite): zero copy's results and single
 // copy's reads go through the streaming stores; over registered buffers, and over private ones.
-TEST(Registered, OutputsStoredAroundTheCachesMatchTheReference) {
+TEST(Registered, OutputsWrittenAroundTheCachesMatchTheReference) {
   SpawnOptions options = small_tunables();
   options.env.emplace_back("HOOP_DIRECT_STREAM_BYTES", "8K");
   for (bool registered : {true, false}) {
