@@ -2,6 +2,10 @@
 // pick among the registered algorithms; the cost model agreed at creation (calibration).
 #include <fmt/format.h>
 
+#include <map>
+#include <string>
+#include <vector>
+
 #include "comm/algo_choice.h"
 #include "comm/comm_impl.h"
 #include "comm/link_params.h"
@@ -25,6 +29,7 @@ void CommImpl::calibrate(Communicator& self) {
     int& slot = rank0.selected(r).kind == TransportKind::shm ? partners.shm : partners.tcp;
     if (slot < 0) slot = r;
   }
+  partners.tcp_same_machine = partners.tcp >= 0 && peers_[static_cast<size_t>(partners.tcp)].machine_id == peers_[0].machine_id;
   // Each creation on this store gets its own keys (every rank counts its own creations; all
   // ranks create communicators in the same order).
   const int64_t n = job_->store->add(fmt::format("hoop/tuner/created/{}", rank_), 1);
@@ -51,6 +56,13 @@ tuner::Tuner& CommImpl::tuner() {
                                                             : tuner::LinkView::Force::tcp;
     tuner_ = std::make_unique<tuner::Tuner>(job_->cost_model ? *job_->cost_model : tuner::CostModel{}, topology_,
                                             force);
+    // Ranks of one machine share its cores, whatever host they claim to be (a lab's hosts).
+    std::map<std::string, int> machine_index;
+    std::vector<int> machine_of_rank;
+    for (const auto& p : peers_) {
+      machine_of_rank.push_back(machine_index.emplace(p.machine_id, static_cast<int>(machine_index.size())).first->second);
+    }
+    tuner_->set_machines(std::move(machine_of_rank));
   }
   return *tuner_;
 }

@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "core/params.h"
 #include "kernels/reduce.h"
+#include "tuner/cpu_calibration.h"
 
 namespace hoop::tuner {
 
@@ -27,13 +28,25 @@ using Clock = std::chrono::steady_clock;
 constexpr int kWarmup = 2;
 constexpr int kSmallTrips = 16;
 constexpr size_t kSmallBytes = 8;
+// A burst: what a link takes at once (its rate when a token bucket lets it through faster
+// than it sustains). Trips of two of these fit a bucket of 2 ms at 1 Gbit/s.
+constexpr int kBurstTrips = 4;
+constexpr size_t kBurstBytes = 64 << 10;
 constexpr int kLargeTrips = 4;
 constexpr size_t kLargeBytes = 1 << 20;
+// A stream of large messages from rank 0 to its partner: the partner times all but the first
+// (which may ride a burst) as they arrive.
+constexpr int kStreamMessages = 4;
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 // The fastest trip: the machine's noise (other processes, a busy core) only ever adds time.
 double fastest(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
+
+// Bytes per second of a one-way transfer of `bytes` that took `t` in all, `alpha` of it latency.
+double rate(size_t bytes, double t, double alpha) {
+  return static_cast<double>(bytes) / std::max(t - alpha, t * 0.1);
+}
 
 // Half round-trip times of `trips` ping-pongs of `bytes` between rank 0 and `partner`; the
 // partner echoes and returns an empty vector.
@@ -53,19 +66,50 @@ std::vector<double> ping_pong(Communicator& comm, int partner, size_t bytes, int
   return half;
 }
 
+// The rate of a stream of kStreamMessages large messages from rank 0 to `partner`, as the
+// partner sees them arrive after the first; the partner tells rank 0.
+double stream_rate(Communicator& comm, int partner, std::vector<uint8_t>& buf) {
+  double rate = 0;
+  if (comm.rank() == 0) {
+    for (int i = 0; i < kStreamMessages; ++i) comm.send(buf.data(), kLargeBytes, DataType::u8, partner);
+    comm.recv(&rate, 1, DataType::f64, partner);
+  } else {
+    comm.recv(buf.data(), kLargeBytes, DataType::u8, 0);
+    const auto t0 = Clock::now();
+    for (int i = 1; i < kStreamMessages; ++i) comm.recv(buf.data(), kLargeBytes, DataType::u8, 0);
+    rate = static_cast<double>(kLargeBytes) * (kStreamMessages - 1) / std::max(seconds(Clock::now() - t0), 1e-9);
+    comm.send(&rate, 1, DataType::f64, 0);
+  }
+  return rate;
+}
+
 // alpha and beta of the link between rank 0 and `partner` (only rank 0's result means anything).
-LinkCost measure_pair(Communicator& comm, int partner, const LinkCost& fallback) {
+// Shared memory: beta from the fastest large trip. A network link (`network`): beta from the
+// fastest burst trip or the stream, and the stream's rate as what the host's link sustains when
+// it is well below a burst's (a token bucket takes bursts faster than its rate).
+LinkCost measure_pair(Communicator& comm, int partner, const LinkCost& fallback, bool network) {
   std::vector<uint8_t> buf(kLargeBytes, 1);
   ping_pong(comm, partner, kSmallBytes, kWarmup, buf);
   const auto small = ping_pong(comm, partner, kSmallBytes, kSmallTrips, buf);
-  ping_pong(comm, partner, kLargeBytes, 1, buf);
-  const auto large = ping_pong(comm, partner, kLargeBytes, kLargeTrips, buf);
+  std::vector<double> burst, large;
+  double stream = 0;
+  if (network) {
+    burst = ping_pong(comm, partner, kBurstBytes, kBurstTrips, buf);
+    stream = stream_rate(comm, partner, buf);
+  } else {
+    ping_pong(comm, partner, kLargeBytes, 1, buf);
+    large = ping_pong(comm, partner, kLargeBytes, kLargeTrips, buf);
+  }
   if (comm.rank() != 0) return fallback;
   LinkCost l;
   l.alpha = fastest(small);
-  const double t = fastest(large);
-  const double transfer = std::max(t - l.alpha, t * 0.1);
-  l.beta = static_cast<double>(kLargeBytes) / transfer;
+  if (network) {
+    l.beta = std::max(rate(kBurstBytes, fastest(burst), l.alpha), stream);
+    constexpr double kBurstier = 0.8;
+    if (stream < kBurstier * l.beta) l.sustained = stream;
+  } else {
+    l.beta = rate(kLargeBytes, fastest(large), l.alpha);
+  }
   l.endpoint_beta = l.beta;  // one pair cannot tell the endpoint's limit apart
   return l;
 }
@@ -169,8 +213,14 @@ CostModel agree_on_model(Communicator& comm, Store& store, const std::string& ke
   if (plan == "measure") {
     const bool shm_role = comm.rank() == 0 || comm.rank() == partners.shm;
     const bool tcp_role = comm.rank() == 0 || comm.rank() == partners.tcp;
-    if (partners.shm >= 0 && shm_role) model.shm = measure_pair(comm, partners.shm, model.shm);
-    if (partners.tcp >= 0 && tcp_role) model.tcp = measure_pair(comm, partners.tcp, model.tcp);
+    if (partners.shm >= 0 && shm_role) {
+      model.shm = measure_pair(comm, partners.shm, model.shm, false);
+      measure_processor(comm, partners.shm, model.shm);  // a host is on one machine
+    }
+    if (partners.tcp >= 0 && tcp_role) {
+      model.tcp = measure_pair(comm, partners.tcp, model.tcp, true);
+      if (partners.tcp_same_machine) measure_processor(comm, partners.tcp, model.tcp);
+    }
     if (comm.rank() == 0) {
       // A class that could not be measured keeps its default, but an old measurement of it
       // from the cache is better than the default.
@@ -180,6 +230,7 @@ CostModel agree_on_model(Communicator& comm, Store& store, const std::string& ke
       if (partners.shm < 0 && old_shm) model.shm = old_shm->shm;
       if (partners.tcp < 0 && old_tcp) model.tcp = old_tcp->tcp;
       measure_local(model);
+      model.cores = machine_cores();
       model.source = "measured";
       write_calibration_cache(path, model, partners.shm >= 0 || old_shm.has_value(),
                               partners.tcp >= 0 || old_tcp.has_value());

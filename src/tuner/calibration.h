@@ -1,6 +1,7 @@
 // Calibration at communicator creation: rank 0 measures alpha and beta over one shared-memory
 // pair and one TCP pair (when the job has them) by ping-pong through the communicator's own
-// send/recv, and gamma by timing the local reduction kernel; the result is cached per host in
+// send/recv, what a message costs the processor where the partner shares rank 0's machine
+// (cpu_calibration.h), and gamma by timing the local reduction kernel; the result is cached per host in
 // ${XDG_CACHE_HOME:-~/.cache}/hoop/calibration-<host hash>.json so later runs skip the
 // measurement. HOOP_CALIBRATE=0 uses the defaults, HOOP_CALIBRATE=force measures again.
 // Rank 0 decides and publishes the model in the store: every rank ends with the same model,
@@ -21,6 +22,7 @@ namespace hoop::tuner {
 struct CalibrationPartners {
   int shm = -1;
   int tcp = -1;
+  bool tcp_same_machine = false;  // the tcp partner shares rank 0's machine (its cores)
 };
 
 // Collective over `comm` (every rank calls it, in the same order as other creations on this

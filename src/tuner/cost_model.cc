@@ -15,7 +15,9 @@ const char* to_string(LinkClass c) { return c == LinkClass::shm ? "shm" : "tcp";
 namespace {
 
 nlohmann::json link_json(const LinkCost& l) {
-  return {{"alpha_s", l.alpha}, {"beta_Bps", l.beta}, {"endpoint_beta_Bps", l.endpoint_beta}};
+  return {{"alpha_s", l.alpha},         {"beta_Bps", l.beta},          {"endpoint_beta_Bps", l.endpoint_beta},
+          {"cpu_s", l.cpu},             {"cpu_s_per_byte", l.cpu_byte}, {"handoff_s", l.handoff},
+          {"sustained_Bps", l.sustained}};
 }
 
 double positive(const nlohmann::json& j, const char* key, const std::string& where) {
@@ -36,6 +38,11 @@ LinkCost link_from(const nlohmann::json& j, const char* name, const LinkCost& fa
   c.alpha = positive(l, "alpha_s", name);
   c.beta = positive(l, "beta_Bps", name);
   c.endpoint_beta = l.contains("endpoint_beta_Bps") ? positive(l, "endpoint_beta_Bps", name) : c.beta;
+  // Measured since the processor's part was priced; older files leave them unknown (0).
+  if (l.contains("cpu_s")) c.cpu = positive(l, "cpu_s", name);
+  if (l.contains("cpu_s_per_byte")) c.cpu_byte = positive(l, "cpu_s_per_byte", name);
+  if (l.contains("handoff_s")) c.handoff = positive(l, "handoff_s", name);
+  if (l.contains("sustained_Bps")) c.sustained = positive(l, "sustained_Bps", name);
   if (c.beta <= 0 || c.endpoint_beta <= 0) {
     throw_error(ErrorCode::invalid_argument, fmt::format("cost model: {} has a zero bandwidth", name));
   }
@@ -52,6 +59,7 @@ std::string to_json(const CostModel& m) {
   j["copy_s_per_byte"] = m.copy;
   j["overhead_fraction"] = m.overhead_fraction;
   j["slice_bytes"] = m.slice_bytes;
+  j["cores"] = m.cores;
   j["source"] = m.source;
   return j.dump();
 }
@@ -74,6 +82,7 @@ CostModel model_from_json(const std::string& text) {
     m.slice_bytes = static_cast<size_t>(positive(j, "slice_bytes", "model"));
     if (m.slice_bytes == 0) throw_error(ErrorCode::invalid_argument, "cost model: slice_bytes is 0");
   }
+  if (j.contains("cores")) m.cores = static_cast<int>(positive(j, "cores", "model"));
   if (j.contains("source") && j.at("source").is_string()) m.source = j.at("source").get<std::string>();
   return m;
 }
@@ -90,15 +99,22 @@ CostModel load_model_file(const std::string& path) {
 
 std::string to_table(const CostModel& m) {
   std::string out = fmt::format("cost model ({})\n", m.source);
-  out += fmt::format("  {:<5} {:>12} {:>14} {:>18}\n", "link", "alpha (us)", "beta (GB/s)", "endpoint (GB/s)");
+  out += fmt::format("  {:<5} {:>12} {:>14} {:>18} {:>17} {:>10} {:>13} {:>12}\n", "link", "alpha (us)",
+                     "beta (GB/s)", "endpoint (GB/s)", "sustained (GB/s)", "cpu (us)", "cpu/KiB (us)",
+                     "handoff (us)");
+  auto known = [](double v, double scale, const char* spec) {
+    return v > 0 ? fmt::format(fmt::runtime(spec), v * scale) : std::string("-");
+  };
   for (LinkClass c : {LinkClass::shm, LinkClass::tcp}) {
     const LinkCost& l = m.link(c);
-    out += fmt::format("  {:<5} {:>12.2f} {:>14.3f} {:>18.3f}\n", to_string(c), l.alpha * 1e6, l.beta / 1e9,
-                       l.endpoint_beta / 1e9);
+    out += fmt::format("  {:<5} {:>12.2f} {:>14.3f} {:>18.3f} {:>17} {:>10} {:>13} {:>12}\n", to_string(c),
+                       l.alpha * 1e6, l.beta / 1e9, l.endpoint_beta / 1e9, known(l.sustained, 1e-9, "{:.3f}"),
+                       known(l.cpu, 1e6, "{:.2f}"), known(l.cpu_byte, 1024e6, "{:.2f}"), known(l.handoff, 1e6, "{:.2f}"));
   }
   auto rate = [](double s_per_byte) { return s_per_byte > 0 ? fmt::format("{:.3f} GB/s", 1e-9 / s_per_byte) : std::string("free"); };
-  out += fmt::format("  gamma (reduce) {}, copy {}, slice {} B, extra message {:.2f} alpha\n", rate(m.gamma),
-                     rate(m.copy), m.slice_bytes, m.overhead_fraction);
+  out += fmt::format("  gamma (reduce) {}, copy {}, slice {} B, extra message {:.2f} alpha, cores {}\n",
+                     rate(m.gamma), rate(m.copy), m.slice_bytes, m.overhead_fraction,
+                     m.cores > 0 ? std::to_string(m.cores) : std::string("-"));
   return out;
 }
 

@@ -16,6 +16,20 @@ struct LinkCost {
   double beta = 0;           // bytes per second of one connection (one peer, one channel)
   double endpoint_beta = 0;  // bytes per second of one endpoint in one direction, shared by its
                              // connections: a rank's copy rate for shm, a host's NIC for tcp
+  // What a message costs the processor, at each of its two ends (the sender's and the
+  // receiver's system calls, the kernel's path between them, the engine's handling), measured
+  // with both ends on one core; 0: not measured (a rank's further message in a step then costs
+  // overhead_fraction * alpha, and ranks sharing cores are not priced).
+  double cpu = 0;       // seconds per message and end
+  double cpu_byte = 0;  // seconds per byte and end
+  // A hand-over between two ranks on one core beyond their messages' processor time (one rank
+  // goes to sleep or yields, the other is woken): what an exchange step adds while the ranks
+  // of a machine outnumber its cores. 0: not measured.
+  double handoff = 0;
+  // Bytes per second a host's link sustains over a whole operation in each direction, when it
+  // takes a burst faster than that (a token bucket): 0, the same as endpoint_beta.
+  double sustained = 0;
+  double sustained_rate() const { return sustained > 0 ? sustained : endpoint_beta; }
 };
 
 struct CostModel {
@@ -24,7 +38,12 @@ struct CostModel {
   double gamma = 1.0 / 10e9;     // seconds per byte reduced (dst bytes of a receive-and-reduce)
   double copy = 1.0 / 12e9;      // seconds per byte of a local copy
   double overhead_fraction = 0.5;  // each further message of a rank in one step costs this * alpha
-                                   // of CPU time that does not overlap with the others
+                                   // of CPU time that does not overlap with the others (when the
+                                   // link's cpu is not measured)
+  // Processors the ranks of one machine share (the calibrating machine's); 0: not known. When a
+  // machine's ranks outnumber them, a step costs at least the processor time of all the
+  // machine's ranks in that step over this many cores.
+  int cores = 0;
   size_t slice_bytes = 256 * 1024;  // the engine's pipelining slice (forwarding lag per hop)
   std::string source = "defaults";  // "defaults", "measured", "cache <path>", "file <path>"
 

@@ -39,6 +39,11 @@ int LinkView::host_of(int rank) const {
   return topology->host_of_rank.at(static_cast<size_t>(rank));
 }
 
+int LinkView::machine_of(int rank) const {
+  if (!machine_of_rank || machine_of_rank->empty()) return host_of(rank);
+  return machine_of_rank->at(static_cast<size_t>(rank));
+}
+
 namespace {
 
 constexpr int kEvaluateAllUpTo = 64;
@@ -134,11 +139,25 @@ class Evaluator {
     host_tcp_.clear();
   }
 
+  // The same for the machines whose ranks outnumber their cores (their processor time is
+  // shared), with how they share them.
+  struct MachineShare {
+    std::vector<int> members;  // evaluated ranks of the machine
+    double scale = 1;          // the machine's ranks over its evaluated ones
+    Contention contention;
+    std::vector<double> demand;  // per step, the machine's processor time (memo)
+  };
+  void set_machines(std::map<int, MachineShare> machines) { machines_ = std::move(machines); }
+
+  int nranks() const { return n_; }
+
   bool relay_analysis = false;
 
   // The steps one after another, plus the pipeline fill of forwarded receives once: a
   // forwarding chain fills at its first step; later steps' transfers overlap the previous
   // steps' forwarding tails (a tree's chunks stream through it), so the fill is not paid again.
+  // A host whose link sustains less than it takes in a burst (sustained_rate) moves the
+  // whole operation's bytes at no more than that rate in each direction.
   double rank_seconds(int r) {
     RankInfo& ri = info(r);
     double t = 0, fill = 0;
@@ -146,7 +165,7 @@ class Evaluator {
       t += step_seconds(r, static_cast<int>(k));
       fill = std::max(fill, lag(r, static_cast<int>(k)));
     }
-    return t + fill;
+    return std::max(t + fill, sustained_seconds(r));
   }
 
  private:
@@ -285,7 +304,61 @@ class Evaluator {
     const std::span<const Conn> conns = ri.step_conns(static_cast<size_t>(k));
     std::pair<double, double> host{0, 0};
     if (any_tcp_conn(conns)) host = host_tcp(r, k);
-    return step_price(conns, host.first, host.second, sp.local_seconds, m_);
+    const double price = step_price(conns, host.first, host.second, sp.local_seconds, m_);
+    auto machine = machines_.find(links_.machine_of(r));
+    if (machine == machines_.end()) return price;
+    return contended_price(price, machine_demand(machine->second, k), exchange_handoff(conns),
+                           machine->second.contention);
+  }
+
+  // The processor time of a machine's ranks in step k (lockstep), scaled to the whole machine.
+  double machine_demand(MachineShare& ms, int k) {
+    if (ms.demand.empty()) {
+      size_t steps = 0;
+      for (int mate : ms.members) steps = std::max(steps, info(mate).nsteps());
+      ms.demand.assign(steps, 0);
+      for (int mate : ms.members) {
+        const RankInfo& mi = info(mate);
+        for (size_t step = 0; step < mi.nsteps(); ++step) {
+          ms.demand[step] += step_demand(mi.step_conns(step), mi.totals[step].local_seconds, m_) * ms.scale;
+        }
+      }
+    }
+    return static_cast<size_t>(k) < ms.demand.size() ? ms.demand[static_cast<size_t>(k)] : 0;
+  }
+
+  // A forwarding rank on a contended machine passes a chunk on once it has its turn on its
+  // core: a hand-over per rank of the core.
+  double forwarder_handoff(int forwarder, int to) const {
+    auto machine = machines_.find(links_.machine_of(forwarder));
+    if (machine == machines_.end()) return 0;
+    return m_.link(links_.between(forwarder, to)).handoff * machine->second.contention.ranks_per_core;
+  }
+
+  // The hand-over of a step that sends to and receives from one peer (0: none): its class's.
+  double exchange_handoff(std::span<const Conn> conns) const {
+    double handoff = 0;
+    for (const Conn& out : conns) {
+      if (!out.out) continue;
+      for (const Conn& in : conns) {
+        if (!in.out && in.peer == out.peer) handoff = std::max(handoff, m_.link(out.cls).handoff);
+      }
+    }
+    return handoff;
+  }
+
+  // The whole operation's tcp bytes of r's host in its busier direction over what the link
+  // sustains (0 when it sustains what it takes in a burst).
+  double sustained_seconds(int r) {
+    if (m_.tcp.sustained <= 0) return 0;
+    const RankInfo& ri = info(r);
+    double out = 0, in = 0;
+    for (size_t k = 0; k < ri.nsteps(); ++k) {
+      const auto [o, i] = host_tcp(r, static_cast<int>(k));
+      out += o;
+      in += i;
+    }
+    return std::max(out, in) / m_.tcp.sustained;
   }
 
   // Extra wait of step k of rank r for senders that forward what they receive: the pipeline
@@ -304,7 +377,7 @@ class Evaluator {
       auto it = std::lower_bound(pi.relays.begin(), pi.relays.end(), want,
                                  [](const RankInfo::Relay& relay, uint64_t key) { return relay.key < key; });
       if (it == pi.relays.end() || it->key != want) continue;
-      worst = std::max(worst, lag(a.peer, it->step) + it->hop);
+      worst = std::max(worst, lag(a.peer, it->step) + it->hop + forwarder_handoff(a.peer, r));
     }
     ri.lag[static_cast<size_t>(k)] = worst;
     return worst;
@@ -319,6 +392,7 @@ class Evaluator {
   std::map<int, std::vector<int>> host_members_;
   std::map<int, double> host_scale_;
   std::unordered_map<int, std::vector<std::pair<double, double>>> host_tcp_;  // per host, per step
+  std::map<int, MachineShare> machines_;  // contended machines only
   // Scratch of profile(), kept to spare their allocations.
   std::unordered_map<uint64_t, uint32_t> counter_;
   std::unordered_map<uint64_t, size_t> conn_index_;
@@ -383,11 +457,31 @@ Sample choose_sample(int n, int root, const LinkView& links, Walk walk) {
   return s;
 }
 
-Prediction evaluate(Evaluator& ev, const Sample& sample, const LinkView& links, size_t elem) {
+// The machines whose ranks outnumber the cores (model.cores), with their evaluated ranks.
+std::map<int, Evaluator::MachineShare> contended_machines(int n, const Sample& sample, const LinkView& links,
+                                                          const CostModel& model) {
+  std::map<int, Evaluator::MachineShare> out;
+  if (model.cores <= 0 || n <= model.cores) return out;
+  std::map<int, int> size;
+  for (int r = 0; r < n; ++r) ++size[links.machine_of(r)];
+  for (int r : sample.ranks) {
+    const int m = links.machine_of(r);
+    const Contention c = contention_of(size[m], model);
+    if (c.on()) out[m].members.push_back(r);
+  }
+  for (auto& [m, share] : out) {
+    share.scale = static_cast<double>(size[m]) / static_cast<double>(share.members.size());
+    share.contention = contention_of(size[m], model);
+  }
+  return out;
+}
+
+Prediction evaluate(Evaluator& ev, const Sample& sample, const LinkView& links, const CostModel& model, size_t elem) {
   Prediction p;
   p.applicable = true;
   p.sampled = sample.sampled;
   ev.set_host_members(sample.host_members, sample.host_scale);
+  ev.set_machines(contended_machines(ev.nranks(), sample, links, model));
   for (int r : sample.ranks) ev.relay_analysis = ev.relay_analysis || ev.info(r).forwards;
   std::map<int, double> host_tcp_out;
   std::unordered_map<uint64_t, uint64_t> per_link;
@@ -440,7 +534,7 @@ Prediction predict(const std::string& name, const schedule::CollectiveDesc& desc
     return schedule::with_variant(s, schedule::branch_variant(s.branch, desc.in_place, desc.registered));
   }, elem_bytes, links, model);
   try {
-    return evaluate(ev, sample, links, elem_bytes);
+    return evaluate(ev, sample, links, model, elem_bytes);
   } catch (const Error& e) {
     Prediction p;
     p.why_not = e.detail();
@@ -453,7 +547,7 @@ Prediction predict_schedules(const std::vector<schedule::RankSchedule>& ranks, s
   const int n = static_cast<int>(ranks.size());
   Sample sample = choose_sample(n, 0, links, Walk::sampled);
   Evaluator ev(n, [&](int r) { return ranks.at(static_cast<size_t>(r)); }, elem_bytes, links, model);
-  return evaluate(ev, sample, links, elem_bytes);
+  return evaluate(ev, sample, links, model, elem_bytes);
 }
 
 }  // namespace hoop::tuner

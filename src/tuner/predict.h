@@ -32,8 +32,12 @@ namespace hoop::tuner {
 struct LinkView {
   const schedule::Topology* topology = nullptr;  // null: one host
   enum class Force { none, shm, tcp } force = Force::none;
+  // The machine (kernel) each rank runs on: its ranks share the machine's cores, and hosts made
+  // of network namespaces share one machine. Null or empty: every host is a machine.
+  const std::vector<int>* machine_of_rank = nullptr;
   LinkClass between(int a, int b) const;
   int host_of(int rank) const;
+  int machine_of(int rank) const;
   // What joins `nranks` ranks (for the registry's runs_here: shm-direct needs one host).
   schedule::Reach reach(int nranks) const;
 };

@@ -17,9 +17,11 @@ struct FormConn {
 
 }  // namespace
 
-void fold_rank(const RankTotals& t, int rank, Prediction& pred) {
-  if (pred.critical_rank < 0 || t.seconds > pred.seconds) {
-    pred.seconds = t.seconds;
+void fold_rank(const RankTotals& t, int rank, Prediction& pred, const CostModel& m) {
+  const double seconds =
+      m.tcp.sustained > 0 ? std::max(t.seconds, std::max(t.host_tcp_out, t.host_tcp_in) / m.tcp.sustained) : t.seconds;
+  if (pred.critical_rank < 0 || seconds > pred.seconds) {
+    pred.seconds = seconds;
     pred.critical_rank = rank;
   }
   pred.steps = std::max(pred.steps, t.steps);
@@ -76,9 +78,24 @@ void add_ring_phase(const RingView& v, const Phase& ph, double elem, const CostM
     }
     host_out *= v.host_scale;
     host_in *= v.host_scale;
-    t.seconds += step_price(std::span<const FormConn>(conns), host_out, host_in, local, m) * len;
+    const std::span<const FormConn> step(conns);
+    double price = step_price(step, host_out, host_in, local, m);
+    if (v.contention.on()) {
+      // The machine's ranks move about this rank's bytes and do its local work, each at its
+      // own classes' costs.
+      double machine = v.machine_ranks * local;
+      for (size_t p = 0; p < parts.size(); ++p) {
+        machine += v.machine_message_cpu + bytes(p, v.pos, ph.send_off, k) * v.machine_out_byte_cpu +
+                   bytes(p, v.pos, ph.recv_off, k) * v.machine_in_byte_cpu;
+      }
+      // Two ranks send to and receive from each other: an exchange.
+      const double handoff = v.n == 2 ? m.link(v.out_cls).handoff : 0;
+      price = contended_price(price, machine, handoff, v.contention);
+    }
+    t.seconds += price * len;
     t.sent += sent * len;
     t.host_tcp_out += host_out * len;
+    t.host_tcp_in += host_in * len;
   }
   t.steps += static_cast<size_t>(ph.steps);
 }

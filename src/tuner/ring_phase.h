@@ -7,6 +7,7 @@
 
 #include "tuner/cost_model.h"
 #include "tuner/predict.h"
+#include "tuner/step_cost.h"
 
 namespace hoop::tuner {
 
@@ -39,6 +40,13 @@ struct RingView {
   const std::vector<int>* host_senders = nullptr;
   const std::vector<int>* host_receivers = nullptr;
   double host_scale = 1;
+  // When the rank's machine is contended: how, and its ranks, all in the same phase, each moving
+  // about this rank's bytes at its own classes' costs: in one step and channel, the processor
+  // time of their messages (cpu, out and in), and the sums of their cpu_byte out and in.
+  Contention contention;
+  double machine_ranks = 0;
+  double machine_message_cpu = 0;
+  double machine_out_byte_cpu = 0, machine_in_byte_cpu = 0;
 };
 
 struct RankTotals {
@@ -46,12 +54,13 @@ struct RankTotals {
   size_t steps = 0;
   double sent = 0;
   std::vector<double> per_channel_out, per_channel_in;
-  double host_tcp_out = 0;
+  double host_tcp_out = 0, host_tcp_in = 0;
   explicit RankTotals(size_t channels) : per_channel_out(channels, 0), per_channel_in(channels, 0) {}
 };
 
-// Adds the rank's totals to the prediction (the slowest rank, the most bytes).
-void fold_rank(const RankTotals& t, int rank, Prediction& pred);
+// Adds the rank's totals to the prediction (the slowest rank, the most bytes), its time at
+// least its host's tcp bytes over what the link sustains (CostModel's sustained rate).
+void fold_rank(const RankTotals& t, int rank, Prediction& pred, const CostModel& m);
 
 void add_ring_phase(const RingView& v, const Phase& ph, double elem_bytes, const CostModel& m, RankTotals& t);
 

@@ -1,10 +1,15 @@
 // The price of one step of one rank, shared by the schedule walk (predict.cc) and the
 // symmetry-reduced forms (symmetric_forms.h), so both price a step by the same rule:
 //  - each connection costs alpha + bytes/beta of its class; the step waits for the slowest;
-//  - per class and direction, the endpoint: alpha plus overhead_fraction * alpha of CPU per
-//    further message, plus the bytes / endpoint_beta, where a tcp endpoint's bytes are its
-//    host's (the NIC is shared by the host's ranks in the same step);
-//  - plus the local work (reductions, copies).
+//  - per class and direction, the endpoint: alpha plus the processor time of each further
+//    message (the class's cpu, or overhead_fraction * alpha where it is not measured), plus the
+//    bytes / endpoint_beta, where a tcp endpoint's bytes are its host's (the NIC is shared by
+//    the host's ranks in the same step);
+//  - plus the local work (reductions, copies);
+//  - when the ranks of the rank's machine outnumber its cores (contended_price): at least the
+//    processor time of all of them in that step over the cores, and an exchange step (one that
+//    sends to and receives from one peer, each waiting for the other) a hand-over per rank of a
+//    core on top: the peer runs once those ahead of it on its core have had their turn.
 #pragma once
 
 #include <algorithm>
@@ -34,12 +39,45 @@ double step_price(std::span<const Conn> conns, double host_tcp_out, double host_
     for (int di = 0; di < 2; ++di) {
       if (msgs[ci][di] == 0) continue;
       const double endpoint_bytes = cls == LinkClass::shm ? total[ci][di] : (di == 1 ? host_tcp_out : host_tcp_in);
-      const double t = l.alpha * (1 + (msgs[ci][di] - 1) * m.overhead_fraction) +
-                       std::max(endpoint_bytes, total[ci][di]) / l.endpoint_beta;
+      const double further = l.cpu > 0 ? l.cpu : m.overhead_fraction * l.alpha;
+      const double t = l.alpha + (msgs[ci][di] - 1) * further + std::max(endpoint_bytes, total[ci][di]) / l.endpoint_beta;
       comm = std::max(comm, t);
     }
   }
   return comm + local_seconds;
+}
+
+// The processor time of a rank's step: each transfer's message and bytes at this end (the
+// class's cpu and cpu_byte), and the local work.
+template <class Conn>
+double step_demand(std::span<const Conn> conns, double local_seconds, const CostModel& m) {
+  double t = local_seconds;
+  for (const Conn& c : conns) {
+    const LinkCost& l = m.link(c.cls);
+    t += l.cpu + c.bytes * l.cpu_byte;
+  }
+  return t;
+}
+
+// How the ranks of one machine share its cores.
+struct Contention {
+  double cores = 0;
+  double ranks_per_core = 0;  // above 1: they wait for each other's turn
+  bool on() const { return ranks_per_core > 1; }
+};
+
+// A machine of `machine_ranks` ranks under model m (m.cores is the calibrating machine's).
+inline Contention contention_of(int machine_ranks, const CostModel& m) {
+  if (m.cores <= 0 || machine_ranks <= m.cores) return {};
+  return {static_cast<double>(m.cores), static_cast<double>(machine_ranks) / m.cores};
+}
+
+// A step priced `price` alone, on a contended machine whose ranks' processor time in the step
+// is `machine_demand`; exchange_handoff: the hand-over of the class the step exchanges over (0:
+// no exchange).
+inline double contended_price(double price, double machine_demand, double exchange_handoff, const Contention& c) {
+  if (!c.on()) return price;
+  return std::max(price, machine_demand / c.cores) + exchange_handoff * c.ranks_per_core;
 }
 
 // Whether any connection of the step is over tcp (then the host's share is needed).

@@ -90,6 +90,52 @@ const RingLayout& cached_ring_layout(int n, const LinkView& links) {
   return last.layout;
 }
 
+// Where ranks share a machine's cores beyond one per core: each rank's machine's size and the
+// processor time of its ranks' ring messages per step and channel. Empty when no machine is.
+struct RingMachines {
+  struct Share {
+    double ranks = 0, message_cpu = 0, out_byte_cpu = 0, in_byte_cpu = 0;
+    auto key() const { return std::make_tuple(ranks, message_cpu, out_byte_cpu, in_byte_cpu); }
+  };
+  std::vector<Share> of_rank;
+};
+
+RingMachines ring_machines(const RingLayout& l, const LinkView& links, const CostModel& m) {
+  RingMachines out;
+  if (m.cores <= 0 || l.n <= m.cores) return out;
+  std::map<int, RingMachines::Share> per_machine;
+  for (int r = 0; r < l.n; ++r) {
+    auto& e = per_machine[links.machine_of(r)];
+    const LinkCost& o = m.link(l.out_cls[static_cast<size_t>(r)]);
+    const LinkCost& i = m.link(l.in_cls[static_cast<size_t>(r)]);
+    e.ranks += 1;
+    e.message_cpu += o.cpu + i.cpu;
+    e.out_byte_cpu += o.cpu_byte;
+    e.in_byte_cpu += i.cpu_byte;
+  }
+  bool any = false;
+  for (const auto& [machine, e] : per_machine) any = any || contention_of(static_cast<int>(e.ranks), m).on();
+  if (!any) return out;
+  for (int r = 0; r < l.n; ++r) out.of_rank.push_back(per_machine[links.machine_of(r)]);
+  return out;
+}
+
+// The classes of ring_classes, told apart also by their machine's share.
+std::vector<int> ring_classes(const RingLayout& l, const RingMachines& machines) {
+  std::map<std::tuple<int, int, size_t, size_t, int, std::tuple<double, double, double, double>>, int> reps;
+  for (int r = 0; r < l.n; ++r) {
+    const auto i = static_cast<size_t>(r);
+    const auto h = static_cast<size_t>(l.host[i]);
+    reps.emplace(std::make_tuple(static_cast<int>(l.out_cls[i]), static_cast<int>(l.in_cls[i]),
+                                 l.tcp_senders[h].size(), l.tcp_receivers[h].size(), l.host_size[h],
+                                 machines.of_rank[i].key()),
+                 r);
+  }
+  std::vector<int> out;
+  for (const auto& [key, r] : reps) out.push_back(r);
+  return out;
+}
+
 }  // namespace
 
 std::optional<Prediction> ring_form(const schedule::CollectiveDesc& d, size_t elem_bytes, const LinkView& links,
@@ -129,9 +175,11 @@ std::optional<Prediction> ring_form(const schedule::CollectiveDesc& d, size_t el
     phases = {Phase{n - 1, 0, -1, false, copy}};
   }
 
+  const RingMachines machines = ring_machines(layout, links, m);
+  const std::vector<int> reps = machines.of_rank.empty() ? layout.reps : ring_classes(layout, machines);
   Prediction pred;
   pred.applicable = true;
-  for (int r : layout.reps) {
+  for (int r : reps) {
     RankTotals t(parts.size());
     for (Phase ph : phases) {
       if (avg && d.op == OpType::allreduce && ph.send_off == 1) {
@@ -139,15 +187,23 @@ std::optional<Prediction> ring_form(const schedule::CollectiveDesc& d, size_t el
         for (const PartChunks& p : parts) ph.first_step_local += p.elements(ring_wrap(r + 1, n)) * e * m.gamma;
       }
       const auto h = static_cast<size_t>(layout.host[static_cast<size_t>(r)]);
-      const RingView view{n, r, layout.out_cls[static_cast<size_t>(r)], layout.in_cls[static_cast<size_t>(r)],
-                          &parts, &layout.tcp_senders[h], &layout.tcp_receivers[h], 1.0};
+      RingView view{n, r, layout.out_cls[static_cast<size_t>(r)], layout.in_cls[static_cast<size_t>(r)],
+                    &parts, &layout.tcp_senders[h], &layout.tcp_receivers[h], 1.0};
+      if (!machines.of_rank.empty()) {
+        const RingMachines::Share& share = machines.of_rank[static_cast<size_t>(r)];
+        view.contention = contention_of(static_cast<int>(share.ranks), m);
+        view.machine_ranks = share.ranks;
+        view.machine_message_cpu = share.message_cpu;
+        view.machine_out_byte_cpu = share.out_byte_cpu;
+        view.machine_in_byte_cpu = share.in_byte_cpu;
+      }
       add_ring_phase(view, ph, e, m, t);
     }
     if (avg_step) {
       t.seconds += last_step_local;
       ++t.steps;
     }
-    fold_rank(t, r, pred);
+    fold_rank(t, r, pred, m);
   }
   pred.sampled = true;
   return pred;

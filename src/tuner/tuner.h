@@ -40,7 +40,9 @@ class Tuner {
   Tuner(CostModel model, schedule::Topology topology, LinkView::Force force);
 
   const CostModel& model() const { return model_; }
-  LinkView links() const { return LinkView{&topology_, force_}; }
+  LinkView links() const { return LinkView{&topology_, force_, &machines_}; }
+  // Which machine each rank runs on (LinkView::machine_of_rank); unset: one per host.
+  void set_machines(std::vector<int> machine_of_rank) { machines_ = std::move(machine_of_rank); }
   const schedule::Topology& topology() const { return topology_; }
   // How candidates are priced (pricing.h): the sampled walk unless told otherwise (hoop-sim).
   void set_pricing(Pricing how) { pricing_ = how; }
@@ -63,6 +65,7 @@ class Tuner {
  private:
   CostModel model_;
   schedule::Topology topology_;
+  std::vector<int> machines_;
   LinkView::Force force_;
   Pricing pricing_ = Pricing::sampled_walk;
   std::mutex mu_;

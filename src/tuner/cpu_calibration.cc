@@ -1,0 +1,104 @@
+#include "tuner/cpu_calibration.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+namespace hoop::tuner {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kSmall = 8;
+constexpr size_t kLarge = 4096;
+constexpr int kBurst = 8;
+constexpr int kWarmup = 2;
+constexpr int kRounds = 8;
+
+// The fastest of kRounds rounds of `k` messages of `bytes` each way (rank 0 sends first).
+double fastest_round(Communicator& comm, int partner, int k, size_t bytes, std::vector<uint8_t>& buf) {
+  const bool root = comm.rank() == 0;
+  double best = 1e30;
+  for (int i = 0; i < kWarmup + kRounds; ++i) {
+    const auto t0 = Clock::now();
+    if (root) {
+      for (int j = 0; j < k; ++j) comm.send(buf.data(), bytes, DataType::u8, partner);
+      for (int j = 0; j < k; ++j) comm.recv(buf.data(), bytes, DataType::u8, partner);
+    } else {
+      for (int j = 0; j < k; ++j) comm.recv(buf.data(), bytes, DataType::u8, 0);
+      for (int j = 0; j < k; ++j) comm.send(buf.data(), bytes, DataType::u8, 0);
+    }
+    if (i >= kWarmup) best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return best;
+}
+
+// Pins the calling thread to `cpu`, keeping its former set in `old`.
+bool pin_to(int cpu, cpu_set_t& old) {
+  if (cpu < 0 || cpu >= CPU_SETSIZE || ::sched_getaffinity(0, sizeof old, &old) != 0) return false;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  return ::sched_setaffinity(0, sizeof one, &one) == 0;
+}
+
+}  // namespace
+
+int machine_cores() {
+  const long n = ::sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 0;
+}
+
+bool processor_costs_from_rounds(double one_small, double eight_small, double eight_large, size_t small, size_t large,
+                                 LinkCost& l) {
+  // round(k, b) = 4k * (cpu + b * cpu_byte) + 2 * handoff
+  const double per_end = (eight_small - one_small) / (4.0 * (kBurst - 1));
+  if (!(per_end > 0)) return false;
+  const double per_byte = (eight_large - eight_small) / (4.0 * kBurst * static_cast<double>(large - small));
+  l.cpu = per_end;
+  l.cpu_byte = std::max(0.0, per_byte);
+  l.handoff = std::max(0.0, (one_small - 4.0 * per_end) / 2);
+  return true;
+}
+
+void measure_processor(Communicator& comm, int partner, LinkCost& l) {
+  const bool root = comm.rank() == 0;
+  cpu_set_t old;
+  bool pinned = false;
+  int32_t cpu = -1;
+  if (root) {
+    const int here = ::sched_getcpu();
+    pinned = pin_to(here, old);
+    if (pinned) cpu = here;
+  }
+  // Rank 0 offers its core; the partner says whether it could join it.
+  int32_t joined = 0;
+  if (root) {
+    comm.send(&cpu, 1, DataType::i32, partner);
+    comm.recv(&joined, 1, DataType::i32, partner);
+  } else {
+    comm.recv(&cpu, 1, DataType::i32, 0);
+    pinned = cpu >= 0 && pin_to(cpu, old);
+    joined = pinned ? 1 : 0;
+    comm.send(&joined, 1, DataType::i32, 0);
+  }
+  double one_small = 0, eight_small = 0, eight_large = 0;
+  if (joined) {
+    std::vector<uint8_t> buf(kLarge, 1);
+    one_small = fastest_round(comm, partner, 1, kSmall, buf);
+    eight_small = fastest_round(comm, partner, kBurst, kSmall, buf);
+    eight_large = fastest_round(comm, partner, kBurst, kLarge, buf);
+  }
+  if (pinned) ::sched_setaffinity(0, sizeof old, &old);
+  if (root && joined) {
+    LinkCost measured = l;
+    if (processor_costs_from_rounds(one_small, eight_small, eight_large, kSmall, kLarge, measured)) l = measured;
+  }
+}
+
+}  // namespace hoop::tuner

@@ -1,0 +1,205 @@
+// The cost model's processor part: ranks that share a machine's cores (more of them than cores)
+// pay the machine's processor time per step, exchanges and forwarded chunks a hand-over per rank
+// of a core; a link that takes bursts faster than it sustains holds an operation's bytes to its
+// sustained rate; the calibration's arithmetic; and the symmetric forms against the full walk
+// under all of it.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "schedule/schedule_builders.h"
+#include "tuner/cost_model.h"
+#include "tuner/cpu_calibration.h"
+#include "tuner/pricing.h"
+#include "tuner/predict.h"
+
+namespace hoop {
+namespace {
+
+using schedule::Buf;
+using schedule::Range;
+using schedule::RankSchedule;
+using tuner::CostModel;
+using tuner::LinkView;
+
+// Round numbers between hosts: 10 us and 1 GB/s; a message costs 3 us of processor at each end,
+// a byte 1 ns, a hand-over 2 us.
+CostModel round_model(int cores) {
+  CostModel m;
+  m.shm = {1e-6, 1e9, 1e9};
+  m.tcp = {10e-6, 1e9, 1e9};
+  m.tcp.cpu = 3e-6;
+  m.tcp.cpu_byte = 1e-9;
+  m.tcp.handoff = 2e-6;
+  m.gamma = 0;
+  m.copy = 0;
+  m.cores = cores;
+  return m;
+}
+
+schedule::Topology one_rank_per_host(int n) {
+  schedule::Topology t;
+  for (int r = 0; r < n; ++r) t.host_of_rank.push_back(r);
+  return t;
+}
+
+Range elems(size_t n) { return Range{Buf::send, 0, n}; }
+Range into(size_t n) { return Range{Buf::recv, 0, n}; }
+
+// One step of a ring of n: send 1000 elements to r+1, receive 1000 from r-1.
+std::vector<RankSchedule> ring_step(int n) {
+  std::vector<RankSchedule> ranks(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    ranks[static_cast<size_t>(r)].steps.push_back(
+        {{schedule::send_to((r + 1) % n, elems(1000)), schedule::recv_copy_from((r + n - 1) % n, into(1000))}});
+  }
+  return ranks;
+}
+
+TEST(TunerContention, RanksSharingCoresPayTheMachinesProcessorTime) {
+  const auto topo = one_rank_per_host(4);
+  const std::vector<int> one_machine(4, 0), own_machines = {0, 1, 2, 3};
+  // Alone: 10 us + 4000 B at 1 GB/s. Each rank's processor time: two messages of 4000 B, 7 us
+  // each; four ranks on two cores: 28 us.
+  auto p = tuner::predict_schedules(ring_step(4), 4, LinkView{&topo, LinkView::Force::none, &one_machine},
+                                    round_model(2));
+  EXPECT_NEAR(p.seconds, 28e-6, 1e-12);
+  // Enough cores, separate machines, or a model that does not know the cores: 14 us.
+  for (const auto& [machines, cores] : {std::pair{one_machine, 4}, std::pair{own_machines, 2}, std::pair{one_machine, 0}}) {
+    p = tuner::predict_schedules(ring_step(4), 4, LinkView{&topo, LinkView::Force::none, &machines},
+                                 round_model(cores));
+    EXPECT_NEAR(p.seconds, 14e-6, 1e-12) << "cores " << cores;
+  }
+}
+
+TEST(TunerContention, AnExchangeAddsAHandOverPerRankOfACore) {
+  const auto topo = one_rank_per_host(2);
+  const std::vector<int> one_machine(2, 0);
+  // Ranks 0 and 1 send to and receive from each other on one core: 2 x 14 us of processor,
+  // and a hand-over (2 us) per rank of the core.
+  const auto p = tuner::predict_schedules(ring_step(2), 4, LinkView{&topo, LinkView::Force::none, &one_machine},
+                                          round_model(1));
+  EXPECT_NEAR(p.seconds, 28e-6 + 2 * 2e-6, 1e-12);
+}
+
+TEST(TunerContention, AForwardedChunkWaitsForItsForwardersTurn) {
+  // Rank 0 sends 4 MiB to rank 1, which forwards each slice to rank 2 (three hosts, one machine).
+  const auto topo = one_rank_per_host(3);
+  const std::vector<int> one_machine(3, 0), own_machines = {0, 1, 2};
+  const size_t n = 1 << 20;
+  std::vector<RankSchedule> ranks(3);
+  ranks[0].steps.push_back({{schedule::send_to(1, elems(n))}});
+  ranks[1].steps.push_back({{schedule::recv_copy_from(0, into(n)), schedule::send_to(2, into(n), 0)}});
+  ranks[2].steps.push_back({{schedule::recv_copy_from(1, into(n))}});
+  CostModel m = round_model(1);
+  m.tcp.cpu_byte = 0;
+  const auto shared = tuner::predict_schedules(ranks, 4, LinkView{&topo, LinkView::Force::none, &one_machine}, m);
+  const auto alone = tuner::predict_schedules(ranks, 4, LinkView{&topo, LinkView::Force::none, &own_machines}, m);
+  // The step itself is the transfer either way; the hop through rank 1 waits for its turn:
+  // a hand-over per rank of the core (three ranks, one core).
+  EXPECT_EQ(shared.critical_rank, 2);
+  EXPECT_NEAR(shared.seconds - alone.seconds, 3 * 2e-6, 1e-12);
+}
+
+TEST(TunerContention, ALinkTakingBurstsIsHeldToItsSustainedRate) {
+  const auto topo = one_rank_per_host(2);
+  const LinkView links{&topo, LinkView::Force::none};
+  RankSchedule a, b;
+  for (int k = 0; k < 3; ++k) {
+    a.steps.push_back({{schedule::send_to(1, elems(1000))}});
+    b.steps.push_back({{schedule::recv_copy_from(0, into(1000))}});
+  }
+  CostModel m = round_model(0);
+  EXPECT_NEAR(tuner::predict_schedules({a, b}, 4, links, m).seconds, 3 * 14e-6, 1e-12);
+  // 12000 B through a link that sustains 100 MB/s: 120 us, however fast each step went.
+  m.tcp.sustained = 1e8;
+  EXPECT_NEAR(tuner::predict_schedules({a, b}, 4, links, m).seconds, 120e-6, 1e-12);
+}
+
+TEST(TunerContention, FurtherMessagesCostTheirProcessorTimeOnceMeasured) {
+  const auto topo = one_rank_per_host(3);
+  const LinkView links{&topo, LinkView::Force::none};
+  std::vector<RankSchedule> ranks(3);
+  ranks[0].steps.push_back({{schedule::send_to(1, elems(1000)), schedule::send_to(2, elems(1000))}});
+  ranks[1].steps.push_back({{schedule::recv_copy_from(0, into(1000))}});
+  ranks[2].steps.push_back({{schedule::recv_copy_from(0, into(1000))}});
+  // Rank 0's endpoint: alpha, the second message's 3 us, 8000 B at 1 GB/s.
+  EXPECT_NEAR(tuner::predict_schedules(ranks, 4, links, round_model(0)).seconds, 10e-6 + 3e-6 + 8e-6, 1e-12);
+}
+
+TEST(TunerContention, ModelJsonKeepsTheProcessorPart) {
+  CostModel m = round_model(6);
+  m.tcp.sustained = 1.25e8;
+  const CostModel back = tuner::model_from_json(tuner::to_json(m));
+  EXPECT_EQ(back.tcp.cpu, m.tcp.cpu);
+  EXPECT_EQ(back.tcp.cpu_byte, m.tcp.cpu_byte);
+  EXPECT_EQ(back.tcp.handoff, m.tcp.handoff);
+  EXPECT_EQ(back.tcp.sustained, m.tcp.sustained);
+  EXPECT_EQ(back.cores, 6);
+  // A model written before these fields: unknown, hence not priced.
+  const CostModel old = tuner::model_from_json(R"({"tcp": {"alpha_s": 1e-5, "beta_Bps": 1e9}})");
+  EXPECT_EQ(old.tcp.cpu, 0);
+  EXPECT_EQ(old.tcp.sustained, 0);
+  EXPECT_EQ(old.tcp.sustained_rate(), 1e9);
+  EXPECT_EQ(old.cores, 0);
+  EXPECT_NE(tuner::to_table(m).find("cores 6"), std::string::npos);
+}
+
+TEST(TunerContention, CalibrationRoundsGiveTheThreeFigures) {
+  // A round of k messages of b bytes each way on one core: 4k ends at cpu + b * cpu_byte, and
+  // two hand-overs.
+  const double cpu = 5e-6, per_byte = 1e-9, handoff = 3e-6;
+  auto round = [&](int k, size_t b) { return 4.0 * k * (cpu + static_cast<double>(b) * per_byte) + 2 * handoff; };
+  tuner::LinkCost l;
+  ASSERT_TRUE(tuner::processor_costs_from_rounds(round(1, 8), round(8, 8), round(8, 4096), 8, 4096, l));
+  EXPECT_NEAR(l.cpu, cpu + 8 * per_byte, 1e-12);
+  EXPECT_NEAR(l.cpu_byte, per_byte, 1e-15);
+  EXPECT_NEAR(l.handoff, handoff, 1e-12);
+  // Eight messages no slower than one: noise, nothing to learn.
+  tuner::LinkCost untouched;
+  EXPECT_FALSE(tuner::processor_costs_from_rounds(round(8, 8), round(1, 8), round(8, 4096), 8, 4096, untouched));
+  EXPECT_EQ(untouched.cpu, 0);
+}
+
+// The ring's and the hierarchical forms price ranks sharing a machine as the walk does, within 1%.
+TEST(TunerContention, SymmetricFormsMatchTheFullWalk) {
+  CostModel m = round_model(2);
+  m.shm.cpu = 1e-6;
+  m.shm.cpu_byte = 0.2e-9;
+  m.shm.handoff = 0.5e-6;
+  m.tcp.sustained = 4e8;
+  m.gamma = 1e-10;
+  for (int n : {2, 3, 4, 8, 12, 16}) {
+    for (int per_host : {1, 2, 4}) {
+      schedule::Topology topo;
+      for (int r = 0; r < n; ++r) topo.host_of_rank.push_back(r / per_host);
+      // Every host on one machine (a lab), or two hosts per machine.
+      for (int hosts_per_machine : {n, 2}) {
+        std::vector<int> machines;
+        for (int r = 0; r < n; ++r) machines.push_back(r / per_host / hosts_per_machine);
+        const LinkView links{&topo, LinkView::Force::none, &machines};
+        for (const char* name : {"ring", "hierarchical"}) {
+          for (size_t count : {size_t{1}, size_t{12347}, size_t{1} << 20}) {
+            schedule::CollectiveDesc d;
+            d.op = OpType::allreduce;
+            d.count = count;
+            d.nranks = n;
+            d.topology = &topo;
+            const std::string what = fmt::format("{} N={} per_host={} hosts_per_machine={} count={}", name, n,
+                                                 per_host, hosts_per_machine, count);
+            const auto f = tuner::price(tuner::Pricing::symmetric, name, d, 4, links, m);
+            const auto e = tuner::price(tuner::Pricing::full_walk, name, d, 4, links, m);
+            ASSERT_EQ(f.applicable, e.applicable) << what;
+            if (!e.applicable) continue;
+            EXPECT_NEAR(f.seconds, e.seconds, 0.01 * e.seconds) << what;
+            EXPECT_EQ(f.steps, e.steps) << what;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hoop
