@@ -46,6 +46,9 @@ struct SimArgs {
   int hosts = 0;           // 0: from ranks_per_host, else one rank per host
   int ranks_per_host = 0;  // 0: from hosts
   std::string link, latency, stream, shm_bw, shm_latency, reduce_bw, model_file;
+  std::string sustained, cpu, cpu_per_kib, handoff;
+  int machines = 0;  // 0: one per host
+  int cores = -1;    // -1: the model's
   std::string collective, min_text = "1K", max_text = "1G", dtype_text = "f32", algo_text, json_file;
   uint64_t factor = 2;
   int root = 0;
@@ -134,6 +137,18 @@ int main(int argc, char** argv) {
   app.add_option("--shm-bw", a.shm_bw, "shared-memory copy rate of a rank");
   app.add_option("--shm-latency", a.shm_latency, "per-message latency within a host");
   app.add_option("--reduce-bw", a.reduce_bw, "reduction rate of a core, e.g. 10GB/s");
+  app.add_option("--sustained", a.sustained,
+                 "what a host's link sustains over a whole operation when it takes bursts at --link "
+                 "(a token bucket), e.g. 950Mbps");
+  app.add_option("--cpu", a.cpu, "processor time of a message between hosts at each end, e.g. 8us");
+  app.add_option("--cpu-per-kib", a.cpu_per_kib, "processor time per KiB between hosts at each end, e.g. 0.5us");
+  app.add_option("--handoff", a.handoff,
+                 "what an exchange between hosts adds per rank of a core when ranks outnumber the cores, e.g. 8us");
+  app.add_option("--machines", a.machines,
+                 "machines the hosts run on, in blocks (default: one per host; a lab of namespaces: 1)")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--cores", a.cores, "cores of a machine, shared by its ranks (default: the model's, or unknown)")
+      ->check(CLI::Range(0, 1 << 20));
   app.add_option("--model", a.model_file, "a cost model JSON file (a calibration cache file works)");
   app.add_option("-b,--minbytes", a.min_text, "smallest size")->capture_default_str();
   app.add_option("-e,--maxbytes", a.max_text, "largest size")->capture_default_str();
@@ -183,6 +198,17 @@ int main(int argc, char** argv) {
     if (!a.shm_bw.empty()) model.shm.beta = model.shm.endpoint_beta = rate_or_die(a.shm_bw, "--shm-bw");
     if (!a.shm_latency.empty()) model.shm.alpha = duration_or_die(a.shm_latency, "--shm-latency");
     if (!a.reduce_bw.empty()) model.gamma = 1.0 / rate_or_die(a.reduce_bw, "--reduce-bw");
+    if (!a.sustained.empty()) model.tcp.sustained = rate_or_die(a.sustained, "--sustained");
+    if (!a.cpu.empty()) model.tcp.cpu = duration_or_die(a.cpu, "--cpu");
+    if (!a.cpu_per_kib.empty()) model.tcp.cpu_byte = duration_or_die(a.cpu_per_kib, "--cpu-per-kib") / 1024;
+    if (!a.handoff.empty()) model.tcp.handoff = duration_or_die(a.handoff, "--handoff");
+    if (a.cores >= 0) model.cores = a.cores;
+    // Machines: hosts in blocks of `hosts_per_machine` consecutive hosts.
+    std::vector<int> machine_of_rank;
+    if (a.machines > 0) {
+      const int hosts_per_machine = (topo.nhosts() + a.machines - 1) / a.machines;
+      for (int h : topo.host_of_rank) machine_of_rank.push_back(h / hosts_per_machine);
+    }
 
     std::vector<std::string> names = hoop::detail::candidate_algorithms(*op);
     if (!a.algo_text.empty()) {
@@ -196,6 +222,7 @@ int main(int argc, char** argv) {
     }
     const std::optional<int> channels = a.nchannels > 0 ? std::optional<int>(a.nchannels) : std::nullopt;
     tuner::Tuner tuner(model, topo, tuner::LinkView::Force::none);
+    tuner.set_machines(machine_of_rank);
     tuner.set_pricing(a.exact ? tuner::Pricing::full_walk : tuner::Pricing::symmetric);
 
     const size_t elem = dtype_size(*dt);
@@ -210,8 +237,9 @@ int main(int argc, char** argv) {
                              ? std::vector<hoop::bench::Layout>(1)
                              : hoop::bench::plan_layouts(hoop::bench::size_sequence(steps), *op, elem, a.ranks, a.uneven);
 
-    std::printf("# hoop-sim %s: %d ranks on %d hosts (%d per host), %s%s\n", a.collective.c_str(), a.ranks,
-                topo.nhosts(), per, a.dtype_text.c_str(),
+    std::printf("# hoop-sim %s: %d ranks on %d hosts (%d per host)%s, %s%s\n", a.collective.c_str(), a.ranks,
+                topo.nhosts(), per,
+                a.machines > 0 ? fmt::format(" on {} machine(s)", a.machines).c_str() : "", a.dtype_text.c_str(),
                 has_root(*op) ? fmt::format(", root {}", a.root).c_str() : "");
     std::fputs(tuner::to_table(model).c_str(), stdout);
     std::printf("# %s\n", a.exact ? "every rank's schedule walked (--exact)"
