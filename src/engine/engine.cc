@@ -31,9 +31,14 @@ EngineConfig config_from_env(int machine_ranks) {
   EngineConfig cfg;
   cfg.slice_bytes = std::max<uint64_t>(params::bytes(params::Id::slice_bytes), 4096);
   const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
-  // With more ranks than cores a spinning rank steals the core its peer needs: yield instead.
-  cfg.yield_while_spinning = cores > 0 && machine_ranks > cores;
-  cfg.spin = std::chrono::microseconds(params::integer(params::Id::spin_us));
+  // With more ranks than cores a spinning rank steals the core its peer needs: yield instead,
+  // and unless told otherwise do not spin at all. Yielding does not hand the core over at once
+  // (the scheduler may run the spinner again), so even a short spin delays the peer: on the
+  // lab's 8 ranks over 2 cores, 1-16 KiB AllReduces took 1.3-1.8x longer with 30 us of it.
+  const bool oversubscribed = cores > 0 && machine_ranks > cores;
+  cfg.yield_while_spinning = oversubscribed;
+  const auto spin_us = params::integer_if_set(params::Id::spin_us);
+  cfg.spin = std::chrono::microseconds(spin_us ? *spin_us : oversubscribed ? 0 : params::integer(params::Id::spin_us));
   return cfg;
 }
 
