@@ -1,6 +1,6 @@
 // The cost model's processor part: ranks that share a machine's cores (more of them than cores)
-// pay the machine's processor time per step, exchanges and forwarded chunks a hand-over per rank
-// of a core; a link that takes bursts faster than it sustains holds an operation's bytes to its
+// pay the machine's processor time per step, a receive from a peer heard from before and a
+// forwarded chunk a hand-over per rank of a core; a link that takes bursts faster than it sustains holds an operation's bytes to its
 // sustained rate; the calibration's arithmetic; and the symmetric forms against the full walk
 // under all of it.
 #include <fmt/format.h>
@@ -81,6 +81,33 @@ TEST(TunerContention, AnExchangeAddsAHandOverPerRankOfACore) {
   const auto p = tuner::predict_schedules(ring_step(2), 4, LinkView{&topo, LinkView::Force::none, &one_machine},
                                           round_model(1));
   EXPECT_NEAR(p.seconds, 28e-6 + 2 * 2e-6, 1e-12);
+}
+
+TEST(TunerContention, AReceiveFromAPeerHeardFromBeforeWaitsForItsTurn) {
+  const auto topo = one_rank_per_host(4);
+  const std::vector<int> one_machine(4, 0);
+  // Two ring steps on 2 cores (two ranks per core): the first receives what its predecessor
+  // sends at once (28 us of processor, as above); the second waits for the predecessor to have
+  // run since: a hand-over (2 us) per rank of a core on top.
+  auto ranks = ring_step(4);
+  for (int r = 0; r < 4; ++r) {
+    ranks[static_cast<size_t>(r)].steps.push_back(
+        {{schedule::send_to((r + 1) % 4, elems(1000)), schedule::recv_copy_from((r + 3) % 4, into(1000))}});
+  }
+  auto p = tuner::predict_schedules(ranks, 4, LinkView{&topo, LinkView::Force::none, &one_machine}, round_model(2));
+  EXPECT_NEAR(p.seconds, 28e-6 + 28e-6 + 2 * 2e-6, 1e-12);
+  // A root receiving from each peer in a step of its own, each peer sending in its first step:
+  // every message could leave at once, so no hand-over. The root's three steps cost the
+  // machine's processor time: 3 x 4 us + its own 7 us, over 2 cores.
+  std::vector<RankSchedule> gather(4);
+  for (int peer = 1; peer < 4; ++peer) {
+    gather[0].steps.push_back({{schedule::recv_copy_from(peer, into(1000))}});
+    gather[static_cast<size_t>(peer)].steps.push_back({{schedule::send_to(0, elems(1000))}});
+  }
+  p = tuner::predict_schedules(gather, 4, LinkView{&topo, LinkView::Force::none, &one_machine}, round_model(2));
+  double no_handoff = 0;
+  for (int k = 0; k < 3; ++k) no_handoff += std::max(14e-6, (k == 0 ? 3 * 7e-6 + 7e-6 : 7e-6) / 2);
+  EXPECT_NEAR(p.seconds, no_handoff, 1e-12);
 }
 
 TEST(TunerContention, AForwardedChunkWaitsForItsForwardersTurn) {

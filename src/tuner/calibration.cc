@@ -38,6 +38,10 @@ constexpr size_t kLargeBytes = 1 << 20;
 // (which may ride a burst) as they arrive.
 constexpr int kStreamMessages = 4;
 
+// The cache's layout and what it measures; a cache of another format is measured again (one
+// written before the processor figures existed would leave them unmeasured).
+constexpr int kCacheFormat = 2;
+
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 // The fastest trip: the machine's noise (other processes, a busy core) only ever adds time.
@@ -153,6 +157,7 @@ std::optional<CostModel> read_calibration_cache(const std::string& path, bool ne
     std::stringstream ss;
     ss << in.rdbuf();
     const auto j = nlohmann::json::parse(ss.str());
+    if (j.value("format", 1) != kCacheFormat) return std::nullopt;
     const bool has_shm = j.value("measured_shm", false), has_tcp = j.value("measured_tcp", false);
     if ((need_shm && !has_shm) || (need_tcp && !has_tcp)) return std::nullopt;
     CostModel m = model_from_json(j.at("model").dump());
@@ -169,6 +174,7 @@ void write_calibration_cache(const std::string& path, const CostModel& m, bool h
   try {
     std::filesystem::create_directories(std::filesystem::path(path).parent_path());
     nlohmann::json j;
+    j["format"] = kCacheFormat;
     j["model"] = nlohmann::json::parse(to_json(m));
     j["measured_shm"] = has_shm;
     j["measured_tcp"] = has_tcp;

@@ -23,8 +23,9 @@ struct LinkCost {
   double cpu = 0;       // seconds per message and end
   double cpu_byte = 0;  // seconds per byte and end
   // A hand-over between two ranks on one core beyond their messages' processor time (one rank
-  // goes to sleep or yields, the other is woken): what an exchange step adds while the ranks
-  // of a machine outnumber its cores. 0: not measured.
+  // goes to sleep or yields, the other is woken): what a step waiting for a peer that must run
+  // first adds, per rank of a core, while the ranks of a machine outnumber its cores. 0: not
+  // measured.
   double handoff = 0;
   // Bytes per second a host's link sustains over a whole operation in each direction, when it
   // takes a burst faster than that (a token bucket): 0, the same as endpoint_beta.

@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/op_traits.h"
 #include "hoop/error.h"
@@ -307,8 +308,32 @@ class Evaluator {
     const double price = step_price(conns, host.first, host.second, sp.local_seconds, m_);
     auto machine = machines_.find(links_.machine_of(r));
     if (machine == machines_.end()) return price;
-    return contended_price(price, machine_demand(machine->second, k), exchange_handoff(conns),
+    return contended_price(price, machine_demand(machine->second, k), chained_handoff(r, k),
                            machine->second.contention);
+  }
+
+  // The hand-over a step of r waits for (0: none): a receive from a peer that r exchanges with
+  // in that step or talked to in an earlier one. That peer sends once it has run since: it
+  // waits for its turn on its core (a ring's predecessor, an exchange partner). A message its
+  // sender could send at once (a naive root's receives, a ring's first step) does not.
+  double chained_handoff(int r, int k) {
+    std::vector<double>& memo = chained_[r];
+    if (memo.empty()) {
+      const RankInfo& ri = info(r);
+      memo.assign(ri.nsteps(), 0);
+      std::unordered_set<int> talked;
+      for (size_t step = 0; step < ri.nsteps(); ++step) {
+        const std::span<const Conn> conns = ri.step_conns(step);
+        for (const Conn& in : conns) {
+          if (in.out) continue;
+          bool chained = talked.contains(in.peer);
+          for (const Conn& out : conns) chained = chained || (out.out && out.peer == in.peer);
+          if (chained) memo[step] = std::max(memo[step], m_.link(in.cls).handoff);
+        }
+        for (const Conn& c : conns) talked.insert(c.peer);
+      }
+    }
+    return static_cast<size_t>(k) < memo.size() ? memo[static_cast<size_t>(k)] : 0;
   }
 
   // The processor time of a machine's ranks in step k (lockstep), scaled to the whole machine.
@@ -335,17 +360,6 @@ class Evaluator {
     return m_.link(links_.between(forwarder, to)).handoff * machine->second.contention.ranks_per_core;
   }
 
-  // The hand-over of a step that sends to and receives from one peer (0: none): its class's.
-  double exchange_handoff(std::span<const Conn> conns) const {
-    double handoff = 0;
-    for (const Conn& out : conns) {
-      if (!out.out) continue;
-      for (const Conn& in : conns) {
-        if (!in.out && in.peer == out.peer) handoff = std::max(handoff, m_.link(out.cls).handoff);
-      }
-    }
-    return handoff;
-  }
 
   // The whole operation's tcp bytes of r's host in its busier direction over what the link
   // sustains (0 when it sustains what it takes in a burst).
@@ -393,6 +407,7 @@ class Evaluator {
   std::map<int, double> host_scale_;
   std::unordered_map<int, std::vector<std::pair<double, double>>> host_tcp_;  // per host, per step
   std::map<int, MachineShare> machines_;  // contended machines only
+  std::unordered_map<int, std::vector<double>> chained_;  // per rank, per step (memo)
   // Scratch of profile(), kept to spare their allocations.
   std::unordered_map<uint64_t, uint32_t> counter_;
   std::unordered_map<uint64_t, size_t> conn_index_;

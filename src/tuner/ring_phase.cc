@@ -88,9 +88,8 @@ void add_ring_phase(const RingView& v, const Phase& ph, double elem, const CostM
         machine += v.machine_message_cpu + bytes(p, v.pos, ph.send_off, k) * v.machine_out_byte_cpu +
                    bytes(p, v.pos, ph.recv_off, k) * v.machine_in_byte_cpu;
       }
-      // Two ranks send to and receive from each other: an exchange.
-      const double handoff = v.n == 2 ? m.link(v.out_cls).handoff : 0;
-      price = contended_price(price, machine, handoff, v.contention);
+      const bool chained = !(ph.first_contact && cuts[i] == 0) || v.n == 2;
+      price = contended_price(price, machine, chained ? m.link(v.in_cls).handoff : 0, v.contention);
     }
     t.seconds += price * len;
     t.sent += sent * len;

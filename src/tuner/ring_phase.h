@@ -27,6 +27,9 @@ struct Phase {
   int send_off = 0, recv_off = 0;
   bool reduce = false;
   double first_step_local = 0;  // seconds, on step 0 only
+  // The ring's first phase: its first step receives from a peer not heard from before, whose
+  // message needs no hand-over on a contended machine (unless the two exchange: n == 2).
+  bool first_contact = false;
 };
 
 // A rank at position `pos` of a ring of `n`, the classes of its two links, the chunks of each

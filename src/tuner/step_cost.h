@@ -7,9 +7,9 @@
 //    the host's ranks in the same step);
 //  - plus the local work (reductions, copies);
 //  - when the ranks of the rank's machine outnumber its cores (contended_price): at least the
-//    processor time of all of them in that step over the cores, and an exchange step (one that
-//    sends to and receives from one peer, each waiting for the other) a hand-over per rank of a
-//    core on top: the peer runs once those ahead of it on its core have had their turn.
+//    processor time of all of them in that step over the cores, and a step that waits for a
+//    peer it exchanges with or heard from before a hand-over per rank of a core on top: the
+//    peer sends once those ahead of it on its core have had their turn.
 #pragma once
 
 #include <algorithm>
@@ -73,11 +73,11 @@ inline Contention contention_of(int machine_ranks, const CostModel& m) {
 }
 
 // A step priced `price` alone, on a contended machine whose ranks' processor time in the step
-// is `machine_demand`; exchange_handoff: the hand-over of the class the step exchanges over (0:
-// no exchange).
-inline double contended_price(double price, double machine_demand, double exchange_handoff, const Contention& c) {
+// is `machine_demand`; handoff: the hand-over of the class of the peer the step waits for (0:
+// none, see predict.cc's chained_handoff).
+inline double contended_price(double price, double machine_demand, double handoff, const Contention& c) {
   if (!c.on()) return price;
-  return std::max(price, machine_demand / c.cores) + exchange_handoff * c.ranks_per_core;
+  return std::max(price, machine_demand / c.cores) + handoff * c.ranks_per_core;
 }
 
 // Whether any connection of the step is over tcp (then the host's share is needed).

@@ -61,14 +61,14 @@ std::optional<Prediction> hierarchical_form(const schedule::CollectiveDesc& d, s
       ++t.steps;
     }
     const RingView inside = shared({S, i, LinkClass::shm, LinkClass::shm, &local_chunks, &none, &none, 1.0});
-    if (S > 1) add_ring_phase(inside, Phase{S - 1, 0, -1, true, 0}, e, m, t);
+    if (S > 1) add_ring_phase(inside, Phase{S - 1, 0, -1, true, 0, true}, e, m, t);
     const size_t slice = slices.size(S > 1 ? schedule::ring_allreduce_owned_chunk(i, S) : 0);
     const std::vector<PartChunks> slice_chunks{{slice / static_cast<size_t>(nhosts), slice % static_cast<size_t>(nhosts)}};
     // Across hosts: position 0 of the ring of hosts; the host's S ranks send (receive) their
     // slices' chunks in the same step, slices within an element of each other.
     const RingView across =
         shared({nhosts, 0, LinkClass::tcp, LinkClass::tcp, &slice_chunks, &self, &self, static_cast<double>(S)});
-    add_ring_phase(across, Phase{nhosts - 1, 0, -1, true, 0}, e, m, t);
+    add_ring_phase(across, Phase{nhosts - 1, 0, -1, true, 0, true}, e, m, t);
     add_ring_phase(across, Phase{nhosts - 1, 1, 0, false, 0}, e, m, t);
     if (d.redop == RedOp::avg) {
       t.seconds += static_cast<double>(slice) * e * m.gamma;

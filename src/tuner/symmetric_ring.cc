@@ -174,6 +174,7 @@ std::optional<Prediction> ring_form(const schedule::CollectiveDesc& d, size_t el
     const double copy = d.in_place ? 0 : static_cast<double>(d.count) * e * m.copy;
     phases = {Phase{n - 1, 0, -1, false, copy}};
   }
+  phases.front().first_contact = true;
 
   const RingMachines machines = ring_machines(layout, links, m);
   const std::vector<int> reps = machines.of_rank.empty() ? layout.reps : ring_classes(layout, machines);
