@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <fstream>
 #include <set>
@@ -129,6 +130,16 @@ TEST(TunerJobs, CalibrationIsCachedAndReused) {
   EXPECT_EQ(model_source_of_job(cache.path, "force"), "measured");
   // A corrupt cache is measured again and rewritten.
   { std::ofstream(path) << "{ not json"; }
+  EXPECT_EQ(model_source_of_job(cache.path, "1"), "measured");
+  EXPECT_TRUE(tuner::read_calibration_cache(path, true, false).has_value());
+  // A cache of an earlier format (no processor figures) is measured again too.
+  {
+    std::ifstream in(path);
+    nlohmann::json j = nlohmann::json::parse(in);
+    j.erase("format");
+    std::ofstream(path) << j.dump();
+  }
+  EXPECT_FALSE(tuner::read_calibration_cache(path, true, false).has_value());
   EXPECT_EQ(model_source_of_job(cache.path, "1"), "measured");
   EXPECT_TRUE(tuner::read_calibration_cache(path, true, false).has_value());
 }
