@@ -143,7 +143,8 @@ int main(int argc, char** argv) {
   app.add_option("--cpu", a.cpu, "processor time of a message between hosts at each end, e.g. 8us");
   app.add_option("--cpu-per-kib", a.cpu_per_kib, "processor time per KiB between hosts at each end, e.g. 0.5us");
   app.add_option("--handoff", a.handoff,
-                 "what an exchange between hosts adds per rank of a core when ranks outnumber the cores, e.g. 8us");
+                 "what waiting for a peer between hosts that must run first adds per rank of a core when ranks "
+                 "outnumber the cores, e.g. 8us");
   app.add_option("--machines", a.machines,
                  "machines the hosts run on, in blocks (default: one per host; a lab of namespaces: 1)")
       ->check(CLI::Range(1, 1 << 20));
