@@ -6,7 +6,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <vector>
+
+#include "transport/futex_watcher.h"
 
 namespace hoop::transport {
 
@@ -35,12 +38,13 @@ class Waiter {
   // Wakes every waiter sleeping on a shared futex word (used by the writer side of a link).
   static void wake_shared(std::atomic<uint32_t>* word) noexcept;
 
+  // How many times wait() has slept in the kernel (for tests: a futex change seen at once is
+  // one sleep, one seen between poll slices is many).
+  uint64_t kernel_sleeps() const { return kernel_sleeps_; }
+
  private:
-  struct FutexEntry {
-    const std::atomic<uint32_t>* word;
-    uint32_t expected;
-    bool shared;
-  };
+  using FutexEntry = FutexWatcher::Word;
+  void wait_mixed(std::chrono::nanoseconds timeout);
   struct FdEntry {
     int fd;
     short events;
@@ -49,6 +53,8 @@ class Waiter {
   std::vector<FdEntry> fds_;
   std::atomic<uint32_t> interrupt_word_{0};
   int interrupt_fd_ = -1;  // eventfd, for sleeps that include file descriptors
+  std::unique_ptr<FutexWatcher> watcher_;  // for sleeps that include both, made at the first
+  uint64_t kernel_sleeps_ = 0;
 };
 
 }  // namespace hoop::transport
