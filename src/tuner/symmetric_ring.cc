@@ -27,14 +27,17 @@ struct RingLayout {
 };
 
 // Classes: ranks whose neighbours are on the same hosts as theirs (or not), on hosts of the
-// same size with as many ranks on the network, play the same part.
-std::vector<int> ring_classes(const RingLayout& l) {
-  std::map<std::tuple<int, int, size_t, size_t, int>, int> reps;
+// same size with as many ranks on the network, play the same part; with `machine_key` (per rank,
+// empty: none), also on machines that share their cores alike.
+using MachineKey = std::tuple<double, double, double, double>;
+std::vector<int> ring_classes(const RingLayout& l, const std::vector<MachineKey>& machine_key = {}) {
+  std::map<std::tuple<int, int, size_t, size_t, int, MachineKey>, int> reps;
   for (int r = 0; r < l.n; ++r) {
     const auto i = static_cast<size_t>(r);
     const auto h = static_cast<size_t>(l.host[i]);
     reps.emplace(std::make_tuple(static_cast<int>(l.out_cls[i]), static_cast<int>(l.in_cls[i]),
-                                 l.tcp_senders[h].size(), l.tcp_receivers[h].size(), l.host_size[h]),
+                                 l.tcp_senders[h].size(), l.tcp_receivers[h].size(), l.host_size[h],
+                                 machine_key.empty() ? MachineKey{} : machine_key[i]),
                  r);
   }
   std::vector<int> out;
@@ -120,22 +123,6 @@ RingMachines ring_machines(const RingLayout& l, const LinkView& links, const Cos
   return out;
 }
 
-// The classes of ring_classes, told apart also by their machine's share.
-std::vector<int> ring_classes(const RingLayout& l, const RingMachines& machines) {
-  std::map<std::tuple<int, int, size_t, size_t, int, std::tuple<double, double, double, double>>, int> reps;
-  for (int r = 0; r < l.n; ++r) {
-    const auto i = static_cast<size_t>(r);
-    const auto h = static_cast<size_t>(l.host[i]);
-    reps.emplace(std::make_tuple(static_cast<int>(l.out_cls[i]), static_cast<int>(l.in_cls[i]),
-                                 l.tcp_senders[h].size(), l.tcp_receivers[h].size(), l.host_size[h],
-                                 machines.of_rank[i].key()),
-                 r);
-  }
-  std::vector<int> out;
-  for (const auto& [key, r] : reps) out.push_back(r);
-  return out;
-}
-
 }  // namespace
 
 std::optional<Prediction> ring_form(const schedule::CollectiveDesc& d, size_t elem_bytes, const LinkView& links,
@@ -177,7 +164,12 @@ std::optional<Prediction> ring_form(const schedule::CollectiveDesc& d, size_t el
   phases.front().first_contact = true;
 
   const RingMachines machines = ring_machines(layout, links, m);
-  const std::vector<int> reps = machines.of_rank.empty() ? layout.reps : ring_classes(layout, machines);
+  std::vector<int> reps = layout.reps;
+  if (!machines.of_rank.empty()) {
+    std::vector<MachineKey> keys;
+    for (const auto& share : machines.of_rank) keys.push_back(share.key());
+    reps = ring_classes(layout, keys);
+  }
   Prediction pred;
   pred.applicable = true;
   for (int r : reps) {
