@@ -23,6 +23,7 @@
 #include "hoop/error.h"
 #include "support/scoped_env.h"
 #include "transport/tcp/handshake.h"
+#include "transport/tcp/socket_options.h"
 #include "transport/tcp/interfaces.h"
 #include "core/socket_address.h"
 #include "transport/tcp/tcp_link.h"
@@ -751,6 +752,33 @@ TEST(TcpLinkStaging, ConsumingMoreThanReadableIsAnError) {
   Waiter w;
   EXPECT_TRUE(link.arm(w, true, true));
   EXPECT_NO_THROW(link.check_peer_alive());
+}
+
+int receive_buffer(int fd) {
+  int value = 0;
+  socklen_t len = sizeof value;
+  EXPECT_EQ(::getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &value, &len), 0);
+  return value;
+}
+
+// The cap a shaped link's calibration sets reaches a link opened before it at its next
+// receive, and lifting it gives the configured buffer back.
+TEST(TcpLinkBuffers, AReceiveCapReachesAnOpenLinkAtItsNextReceive) {
+  ScopedEnv buffer("HOOP_SOCKET_BUFFER", "1M");
+  SocketPair sp;
+  const int fd = sp.ours.get();
+  tcp::set_buffer_sizes(fd, tcp::socket_buffer_bytes());  // as configure_link_socket does
+  tcp::TcpLink link(std::move(sp.ours), 0, 1, 4096);
+  const int configured = receive_buffer(fd);
+  EXPECT_GE(configured, 1 << 20);  // the kernel doubles what it is given
+  tcp::cap_receive_buffer(64 * 1024);
+  EXPECT_EQ(receive_buffer(fd), configured) << "nothing changes before the link receives";
+  (void)link.readable();
+  EXPECT_LE(receive_buffer(fd), 2 * 64 * 1024);
+  EXPECT_GE(receive_buffer(fd), 64 * 1024);
+  tcp::cap_receive_buffer(0);
+  (void)link.readable();
+  EXPECT_EQ(receive_buffer(fd), configured);
 }
 
 // Half an element buffered and already seen: arm() lets the caller sleep on the socket instead

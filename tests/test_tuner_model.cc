@@ -167,6 +167,17 @@ TEST(TunerModel, RingAllReducePricedFromItsSchedule) {
   EXPECT_EQ(p.max_rank_bytes_sent, 6 * 4000u);  // 2(N-1)/N * 16000 B
 }
 
+// A shaped link (sustained below the burst rate) gets a receive window of 2 ms at its rate,
+// at least 64 KiB; an unshaped one keeps the configured buffer.
+TEST(TunerModel, ShapedLinksGetAReceiveWindowOfTwoMillisecondsAtTheirRate) {
+  CostModel m;
+  EXPECT_EQ(tuner::shaped_receive_window(m), 0u);
+  m.tcp.sustained = 25e6;  // 200 Mbit/s
+  EXPECT_EQ(tuner::shaped_receive_window(m), 64u * 1024);
+  m.tcp.sustained = 122e6;  // 1 Gbit/s
+  EXPECT_EQ(tuner::shaped_receive_window(m), 244000u);
+}
+
 TEST(TunerModel, UnknownAlgorithmIsNotApplicable) {
   schedule::CollectiveDesc d;
   d.nranks = 4;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -116,6 +117,13 @@ std::string to_table(const CostModel& m) {
                      rate(m.gamma), rate(m.copy), m.slice_bytes, m.overhead_fraction,
                      m.cores > 0 ? std::to_string(m.cores) : std::string("-"));
   return out;
+}
+
+size_t shaped_receive_window(const CostModel& m) {
+  if (m.tcp.sustained <= 0) return 0;
+  constexpr double kQueueSeconds = 2e-3;
+  constexpr size_t kSmallest = 64 * 1024;
+  return std::max(kSmallest, static_cast<size_t>(m.tcp.sustained * kQueueSeconds));
 }
 
 }  // namespace hoop::tuner

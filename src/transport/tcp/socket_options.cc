@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 
@@ -13,6 +14,20 @@
 #include "core/params.h"
 
 namespace hoop::transport::tcp {
+
+namespace {
+
+std::atomic<size_t> receive_cap{0};
+std::atomic<uint32_t> receive_generation{0};
+
+size_t receive_buffer_bytes() {
+  const size_t configured = socket_buffer_bytes();
+  const size_t cap = receive_cap.load(std::memory_order_relaxed);
+  if (cap == 0) return configured;
+  return configured == 0 ? cap : std::min(configured, cap);
+}
+
+}  // namespace
 
 size_t socket_buffer_bytes() {
   const uint64_t v = params::bytes(params::Id::socket_buffer);
@@ -37,6 +52,21 @@ void configure_link_socket(int fd) {
   }
   ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
   set_buffer_sizes(fd, socket_buffer_bytes());
+  apply_receive_buffer(fd);
+}
+
+void cap_receive_buffer(size_t bytes) noexcept {
+  if (receive_cap.exchange(bytes, std::memory_order_relaxed) != bytes)
+    receive_generation.fetch_add(1, std::memory_order_release);
+}
+
+uint32_t receive_cap_generation() noexcept { return receive_generation.load(std::memory_order_acquire); }
+
+void apply_receive_buffer(int fd) noexcept {
+  const size_t bytes = receive_buffer_bytes();
+  if (bytes == 0) return;
+  const int value = static_cast<int>(std::min<size_t>(bytes, INT_MAX / 2));
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &value, sizeof value);
 }
 
 }  // namespace hoop::transport::tcp

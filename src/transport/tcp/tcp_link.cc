@@ -12,6 +12,7 @@
 #include "core/errors.h"
 #include "core/log.h"
 #include "core/params.h"
+#include "transport/tcp/socket_options.h"
 #include "transport/waiter.h"
 
 namespace hoop::transport::tcp {
@@ -132,6 +133,10 @@ void TcpLink::make_room() noexcept {
 std::span<const std::byte> TcpLink::readable() {
   if (!poison_reason_.empty()) fail_closed();
   if (read_ == write_) read_ = write_ = head_offset();
+  if (const uint32_t cap = receive_cap_generation(); cap != receive_cap_seen_) {
+    apply_receive_buffer(fd_.get());
+    receive_cap_seen_ = cap;
+  }
   if (!peer_closed_ && recv_error_ == 0) {
     // Only appends: a span returned earlier stays valid until consume().
     while (write_ < capacity_) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -52,6 +53,7 @@ class TcpLink final : public Link {
   size_t read_ = 0;
   size_t write_ = 0;
   int recv_error_ = 0;        // errno of a failed recv, reported once the buffer drains
+  uint32_t receive_cap_seen_ = ~0u;  // receive_cap_generation() last applied to fd_
   bool peer_closed_ = false;  // recv returned 0
   // readable() showed every buffered byte and nothing was consumed since: arming for reading
   // then means the caller needs more than is buffered, so it may sleep on the socket.
