@@ -204,6 +204,21 @@ TEST(TunerModel, LargeJobsAreSampled) {
   EXPECT_GT(p.seconds, 2 * 1023 * 1e-6);
 }
 
+// What the calibration writes to its cache is what hoop-sim --model reads back.
+TEST(TunerModel, ACalibrationCacheFileLoadsAsItsModel) {
+  CostModel m = round_model();
+  m.tcp.sustained = 1.2e8;
+  m.shm.handoff = 4e-6;
+  m.cores = 2;
+  const std::string cache = std::string("{\"format\": 2, \"measured_shm\": true, \"measured_tcp\": true, \"model\": ") +
+                            tuner::to_json(m) + "}";
+  const CostModel back = tuner::model_from_json(cache);
+  EXPECT_EQ(back.tcp.sustained, m.tcp.sustained);
+  EXPECT_EQ(back.shm.handoff, m.shm.handoff);
+  EXPECT_EQ(back.shm.alpha, m.shm.alpha);
+  EXPECT_EQ(back.cores, 2);
+}
+
 TEST(TunerModel, JsonRoundTripIsExact) {
   CostModel m = round_model();
   m.shm.beta = 1.0 / 3.0 * 1e10;
@@ -217,6 +232,7 @@ TEST(TunerModel, JsonRoundTripIsExact) {
   EXPECT_EQ(back.source, "measured");
   EXPECT_THROW(tuner::model_from_json("{\"shm\": {\"alpha_s\": -1, \"beta_Bps\": 1}}"), Error);
   EXPECT_THROW(tuner::model_from_json("not json"), Error);
+  EXPECT_THROW(tuner::model_from_json("{\"tcpp\": {}}"), Error);  // nothing of a model: not defaults
   const std::string table = tuner::to_table(m);
   EXPECT_NE(table.find("shm"), std::string::npos);
   EXPECT_NE(table.find("tcp"), std::string::npos);

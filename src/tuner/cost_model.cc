@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -73,6 +74,15 @@ CostModel model_from_json(const std::string& text) {
     throw_error(ErrorCode::invalid_argument, fmt::format("cost model: not JSON: {}", e.what()));
   }
   if (!j.is_object()) throw_error(ErrorCode::invalid_argument, "cost model: not a JSON object");
+  // A calibration cache file holds the model under "model", beside what was measured.
+  if (j.contains("model") && j.at("model").is_object()) j = nlohmann::json(j.at("model"));
+  static constexpr const char* kKeys[] = {"shm", "tcp", "gamma_s_per_byte", "copy_s_per_byte",
+                                          "overhead_fraction", "slice_bytes", "cores"};
+  if (std::none_of(std::begin(kKeys), std::end(kKeys), [&](const char* k) { return j.contains(k); })) {
+    throw_error(ErrorCode::invalid_argument,
+                "cost model: none of 'shm', 'tcp', 'gamma_s_per_byte', 'copy_s_per_byte', 'overhead_fraction', "
+                "'slice_bytes', 'cores' (nor a calibration cache's 'model') is in the JSON object");
+  }
   CostModel m;
   m.shm = link_from(j, "shm", m.shm);
   m.tcp = link_from(j, "tcp", m.tcp);

@@ -54,7 +54,9 @@ struct CostModel {
 
 // JSON text (nlohmann-json), exact for doubles, so every rank parses the same model.
 std::string to_json(const CostModel& m);
-// Throws hoop::Error{invalid_argument} on malformed text or missing/non-positive fields.
+// Also takes a calibration cache file's text (the model under "model"). Throws
+// hoop::Error{invalid_argument} on malformed text, missing/non-positive fields or an object
+// with none of the model's keys.
 CostModel model_from_json(const std::string& text);
 CostModel load_model_file(const std::string& path);
 
