@@ -376,6 +376,45 @@ TEST_P(P2pTest, NestedGroupsRethrowTheFirstError) {
   });
 }
 
+// Ranks 0 and 1 on one (fake) host, rank 2 on another. Rank 0 sleeps on a receive from rank 1
+// (shared memory) while rank 2's blocking send to it waits for rank 0 to take its connection;
+// rank 1 sends only once rank 2 has sent to it, after that send. Rank 0 takes connections it
+// waits for no receive on while it sleeps on shared memory, or nobody would finish.
+TEST(P2pMixedHosts, ATcpSendersFirstMessageReachesARankAsleepOnSharedMemory) {
+  SpawnOptions opts;
+  opts.timeout = 60s;
+  auto results = run_ranks(3, [](RankContext& ctx) {
+    ::setenv("HOOP_HOST_ID", ctx.rank < 2 ? "fake-host-a" : "fake-host-b", 1);
+    CommOptions copts;
+    copts.timeout = 10s;  // a deadlock fails in 10 s
+    auto comm = ctx.make_comm(copts);
+    ctx.report(comm->job_id());
+    constexpr size_t kCount = 1000;
+    std::vector<int32_t> in(kCount, -1);
+    switch (ctx.rank) {
+      case 0:
+        comm->recv(in.data(), kCount, DataType::i32, 1, 3);
+        expect_message(in, kCount, 1, 0);
+        comm->recv(in.data(), kCount, DataType::i32, 2, 1);
+        expect_message(in, kCount, 2, 0);
+        break;
+      case 1:
+        comm->recv(in.data(), kCount, DataType::i32, 2, 2);
+        expect_message(in, kCount, 2, 1);
+        comm->send(message(kCount, 1, 0).data(), kCount, DataType::i32, 0, 3);
+        break;
+      default:
+        std::this_thread::sleep_for(50ms);  // rank 0 is asleep by now
+        comm->send(message(kCount, 2, 0).data(), kCount, DataType::i32, 0, 1);
+        comm->send(message(kCount, 2, 1).data(), kCount, DataType::i32, 1, 2);
+        break;
+    }
+    comm->barrier();
+  }, opts);
+  EXPECT_TRUE(all_ok(results));
+  if (!results.empty() && !results[0].reports.empty()) transport::shm_remove_job_segments(results[0].reports[0]);
+}
+
 INSTANTIATE_TEST_SUITE_P(P2p, P2pTest, ::testing::Values("shm", "tcp"),
                          [](const ::testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
 

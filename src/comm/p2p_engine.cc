@@ -226,6 +226,7 @@ template <class Done>
 void P2pEngine::drive(const Done& done) {
   TimePoint last_move = Clock::now();
   TimePoint last_liveness = last_move;
+  TimePoint next_accept = last_move;
   for (;;) {
     if (abort_.load(std::memory_order_relaxed) && !failed_) {
       adopt();
@@ -256,9 +257,17 @@ void P2pEngine::drive(const Done& done) {
       engine::spin_once(cfg_);
       continue;
     }
-    if (accept_incoming()) {
-      last_move = now;
-      continue;
+    // The listener, when no receive waits for a TCP peer that has not connected, is looked at
+    // every kAcceptSlice only: otherwise every sleep would watch its socket beside the
+    // shared-memory words, the costlier mixed sleep (transport/waiter.h), and every wake-up
+    // would poll it.
+    const bool listen = receive_awaits_accept();
+    if (listen || now >= next_accept) {
+      next_accept = now + kAcceptSlice;
+      if (accept_incoming()) {
+        last_move = now;
+        continue;
+      }
     }
     expire(now);
     if (now - last_liveness >= kLivenessPeriod) {
@@ -266,7 +275,7 @@ void P2pEngine::drive(const Done& done) {
       check_liveness();
     }
     if (done()) return;
-    sleep(now);
+    sleep(now, listen, next_accept);
   }
 }
 

@@ -104,9 +104,10 @@ class P2pEngine {
   void begin_message(int peer, Peer& p);
   void end_message(Peer& p);
   bool accept_incoming();
+  bool receive_awaits_accept() const;
   void expire(TimePoint now);
   void check_liveness();
-  void sleep(TimePoint now);
+  void sleep(TimePoint now, bool listen, TimePoint next_accept);
   void fail_all(const Error& e);
   void break_peer(int peer, const Error& e);
   void finish(Op& op, const Failure& error);

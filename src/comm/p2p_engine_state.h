@@ -18,6 +18,9 @@ using transport::FrameHeader;
 using transport::padded_size;
 
 inline constexpr std::chrono::milliseconds kLivenessPeriod{100};
+// How often the driver takes connections from TCP peers that no receive waits for yet (they
+// wait that long at most for their first message to this rank to start).
+inline constexpr std::chrono::milliseconds kAcceptSlice{1};
 alignas(8) inline constexpr std::byte kZeros[8] = {};
 inline constexpr size_t kHeaderBytes = sizeof(FrameHeader);
 

@@ -12,7 +12,7 @@
 
 namespace hoop::detail {
 
-void P2pEngine::sleep(TimePoint now) {
+void P2pEngine::sleep(TimePoint now, bool listen, TimePoint next_accept) {
   waiter_.reset();
   std::vector<transport::Link*> armed;
   bool can_sleep = true;
@@ -36,8 +36,9 @@ void P2pEngine::sleep(TimePoint now) {
     }
   }
   if (can_sleep) {
-    links_.arm(waiter_);
+    links_.arm(waiter_, listen);
     TimePoint until = std::min(now + kLivenessPeriod, links_.next_retry());
+    if (!listen && links_.accepting()) until = std::min(until, next_accept);
     for (const auto& op : active_) {
       if (!op->done) until = std::min(until, op->last_progress + op->call.timeout);
     }

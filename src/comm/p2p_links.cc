@@ -55,14 +55,18 @@ transport::Link* P2pLinks::accept(int peer) {
   return p.in;
 }
 
-void P2pLinks::arm(transport::Waiter& w) const {
-  bool accepting = false;
-  for (size_t i = 0; i < peers_.size(); ++i) {
-    const Peer& p = peers_[i];
+void P2pLinks::arm(transport::Waiter& w, bool listen) const {
+  for (const Peer& p : peers_) {
     if (p.connecting) p.connecting->arm(w);
-    accepting |= !p.in && p.shm == 0 && static_cast<int>(i) != target_.rank;
   }
-  if (accepting) target_.job.listener->arm(w);
+  if (listen && accepting()) target_.job.listener->arm(w);
+}
+
+bool P2pLinks::accepting() const {
+  for (size_t i = 0; i < peers_.size(); ++i) {
+    if (static_cast<int>(i) != target_.rank && awaits_accept(static_cast<int>(i))) return true;
+  }
+  return false;
 }
 
 TimePoint P2pLinks::next_retry() const {

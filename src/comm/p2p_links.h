@@ -41,9 +41,16 @@ class P2pLinks {
   transport::Link* accept(int peer);
   transport::Link* connected_rx(int peer) const { return peers_[static_cast<size_t>(peer)].in; }
   transport::Link* connected_tx(int peer) const { return peers_[static_cast<size_t>(peer)].out.get(); }
-  // Registers what the connections under way wait for, and the listener while a TCP peer has
-  // not connected to this rank.
-  void arm(transport::Waiter& w) const;
+  // Registers what the connections under way wait for, and with `listen` the listener while a
+  // TCP peer has not connected to this rank.
+  void arm(transport::Waiter& w, bool listen) const;
+  // Whether a peer known to be over TCP has not connected to this rank yet.
+  bool accepting() const;
+  // Whether `peer` is over TCP (as far as known) and has not connected to this rank yet.
+  bool awaits_accept(int peer) const {
+    const Peer& p = peers_[static_cast<size_t>(peer)];
+    return !p.in && p.shm == 0;
+  }
   // The earliest retry of a failed TCP connect (TimePoint::max() when none is due).
   TimePoint next_retry() const;
   // Throws peer_failure when the peer is known to be dead (see Link::check_peer_alive).

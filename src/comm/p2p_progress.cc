@@ -120,6 +120,16 @@ bool P2pEngine::advance_recv(int peer, Peer& p) {
   }
 }
 
+// Whether a receive not matched yet may take its message from a TCP peer that has not
+// connected to this rank: then the listener is watched while the driver sleeps.
+bool P2pEngine::receive_awaits_accept() const {
+  for (const auto& op : posted_) {
+    if (op->done) continue;
+    if (op->call.peer == kAnySource ? links_.accepting() : links_.awaits_accept(op->call.peer)) return true;
+  }
+  return false;
+}
+
 bool P2pEngine::accept_incoming() {
   bool got = false;
   for (int q = 0; q < nranks_; ++q) {
