@@ -85,7 +85,7 @@ Choice Tuner::best(const std::vector<Candidate>& priced) {
   // lateness compounds step after step; the ring streams each step through the links' buffers,
   // so a rank that runs late delays only its successor, and naive's ranks all exchange once.
   // The lockstep model sees none of it; measured in the lab, the ring is 5-25% ahead of
-  // halving-doubling from 1 MiB where the model has the two within 1%, and naive 1.2-1.6x
+  // halving-doubling from 1 MiB where the model has the two within 1%, and naive 1.1-1.7x
   // ahead of recursive doubling at 1-16 KiB on 2 hosts x 4 ranks where the model has them
   // within 0.3% (docs/BENCHMARKS.md).
   if (!have || (c.algorithm != "halving-doubling" && c.algorithm != "recursive-doubling")) return c;
