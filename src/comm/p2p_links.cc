@@ -43,10 +43,12 @@ transport::Link* P2pLinks::attach_rx(int peer, TimePoint deadline) {
   return over_shm(peer) ? tx(peer, deadline) : accept(peer);
 }
 
-transport::Link* P2pLinks::accept(int peer) {
+transport::Link* P2pLinks::accept(int peer, bool* drove) {
   Peer& p = peers_[static_cast<size_t>(peer)];
   if (p.in || over_shm(peer)) return p.in;
-  const int fd = target_.job.listener->try_accept(target_.comm_id, peer, target_.rank, kP2pChannel);
+  const bool drive = !drove || !*drove;
+  if (drove) *drove = true;
+  const int fd = target_.job.listener->try_accept(target_.comm_id, peer, target_.rank, kP2pChannel, drive);
   if (fd < 0) return nullptr;
   transport::tcp::UniqueFd conn(fd);
   transport::tcp::configure_link_socket(conn.get());

@@ -38,7 +38,9 @@ class P2pLinks {
   transport::Link* attach_rx(int peer, TimePoint deadline);
   // Over TCP: the peer's socket if it has connected by now, taken from the listener (that is
   // how messages nobody waits for yet get in). Over shared memory: the link if there is one.
-  transport::Link* accept(int peer);
+  // `drove`, when given: whether the listener's accept loop already ran in this pass over the
+  // peers (then it is not run again); set once it has.
+  transport::Link* accept(int peer, bool* drove = nullptr);
   transport::Link* connected_rx(int peer) const { return peers_[static_cast<size_t>(peer)].in; }
   transport::Link* connected_tx(int peer) const { return peers_[static_cast<size_t>(peer)].out.get(); }
   // Registers what the connections under way wait for, and with `listen` the listener while a

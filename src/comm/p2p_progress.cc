@@ -132,10 +132,11 @@ bool P2pEngine::receive_awaits_accept() const {
 
 bool P2pEngine::accept_incoming() {
   bool got = false;
+  bool drove = false;  // one round of the listener's accept loop serves every peer
   for (int q = 0; q < nranks_; ++q) {
     if (q == rank_ || peers_[static_cast<size_t>(q)].broken || links_.connected_rx(q)) continue;
     try {
-      got |= links_.accept(q) != nullptr;
+      got |= links_.accept(q, &drove) != nullptr;
     } catch (const Error& e) {
       break_peer(q, e);
     }

@@ -329,11 +329,11 @@ int TcpListener::accept_from(uint64_t comm_id, int peer, int my_rank, int channe
   }
 }
 
-int TcpListener::try_accept(uint64_t comm_id, int peer, int my_rank, int channel) {
+int TcpListener::try_accept(uint64_t comm_id, int peer, int my_rank, int channel, bool drive) {
   Impl& s = *impl_;
   const ConnKey key{comm_id, peer, my_rank, channel};
   std::unique_lock lock(s.mu);
-  if (const int conn = s.claim(key); conn >= 0 || s.driving) return conn;
+  if (const int conn = s.claim(key); conn >= 0 || s.driving || !drive) return conn;
   s.drive_round(lock, Clock::now());
   return s.claim(key);
 }

@@ -64,9 +64,11 @@ class TcpListener {
   // peer_pid as TcpLinkParams::peer_pid.
   int accept_from(uint64_t comm_id, int peer, int my_rank, int channel, TimePoint deadline, int peer_pid = 0,
                   const std::function<bool()>& gave_up = {});
-  // The same without waiting: the socket if that handshake has arrived, else -1. Runs one round
-  // of the accept loop (without sleeping) unless another thread is driving it.
-  int try_accept(uint64_t comm_id, int peer, int my_rank, int channel);
+  // The same without waiting: the socket if that handshake has arrived, else -1. With `drive`,
+  // runs one round of the accept loop (without sleeping) unless another thread is driving it;
+  // without, only takes what a round already brought in (a caller asking for several peers at
+  // once drives for the first only).
+  int try_accept(uint64_t comm_id, int peer, int my_rank, int channel, bool drive = true);
   // For a caller of try_accept about to sleep: registers the listening socket and the
   // connections whose handshake is under way (when no other thread drives the loop) with `w`.
   void arm(Waiter& w);
