@@ -2,6 +2,8 @@
 // forked processes over loopback (IPv4 and IPv6), including hostile clients and killed peers.
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -13,6 +15,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <random>
@@ -781,6 +784,54 @@ TEST(TcpLinkBuffers, AReceiveCapReachesAnOpenLinkAtItsNextReceive) {
   tcp::cap_receive_buffer(0);
   (void)link.readable();
   EXPECT_EQ(receive_buffer(fd), configured);
+}
+
+std::string congestion_control(int fd) {
+  char name[32] = {};
+  socklen_t len = sizeof name;
+  EXPECT_EQ(::getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len), 0);
+  return std::string(name, ::strnlen(name, sizeof name));
+}
+
+std::string system_congestion_control() {
+  std::ifstream in("/proc/sys/net/ipv4/tcp_congestion_control");
+  std::string name;
+  in >> name;
+  return name;
+}
+
+// What HOOP_TCP_CONGESTION does to a TCP socket: unset, cubic where this process may choose it
+// (checked on a socket of its own); `system` and a name the kernel refuses leave the system's.
+TEST(TcpLinkCongestion, CubicUnlessTheUserSaysOtherwise) {
+  const std::string system = system_congestion_control();
+  ASSERT_FALSE(system.empty());
+  auto fresh = [] {
+    tcp::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    EXPECT_GE(fd.get(), 0);
+    return fd;
+  };
+  const bool may_choose_cubic = [&] {
+    auto probe = fresh();
+    return ::setsockopt(probe.get(), IPPROTO_TCP, TCP_CONGESTION, "cubic", 5) == 0;
+  }();
+  {
+    ScopedEnv unset("HOOP_TCP_CONGESTION", nullptr);
+    auto fd = fresh();
+    tcp::set_congestion_control(fd.get());
+    EXPECT_EQ(congestion_control(fd.get()), may_choose_cubic ? "cubic" : system);
+  }
+  {
+    ScopedEnv reno("HOOP_TCP_CONGESTION", "reno");  // the kernel always allows reno
+    auto fd = fresh();
+    tcp::set_congestion_control(fd.get());
+    EXPECT_EQ(congestion_control(fd.get()), "reno");
+  }
+  for (const char* value : {"system", "no-such-algorithm"}) {
+    ScopedEnv env("HOOP_TCP_CONGESTION", value);
+    auto fd = fresh();
+    EXPECT_NO_THROW(tcp::set_congestion_control(fd.get()));
+    EXPECT_EQ(congestion_control(fd.get()), system) << value;
+  }
 }
 
 // Half an element buffered and already seen: arm() lets the caller sleep on the socket instead

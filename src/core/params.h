@@ -63,6 +63,7 @@ enum class Id : uint8_t {
   socket_buffer,
   tcp_staging_bytes,
   tcp_handshake_timeout,
+  tcp_congestion,
   check,
   secret,
   shm_ring_bytes,

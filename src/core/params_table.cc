@@ -45,6 +45,10 @@ constexpr std::array<Param, static_cast<size_t>(Id::count_)> kParams = {{
      .doc = "receive staging buffer of every TCP link (at least 4K)"},
     {.id = Id::tcp_handshake_timeout, .name = "HOOP_TCP_HANDSHAKE_TIMEOUT", .kind = K::seconds, .fallback = "5",
      .doc = "a TCP connection that has not sent its whole handshake by then is dropped"},
+    {.id = Id::tcp_congestion, .name = "HOOP_TCP_CONGESTION", .kind = K::text, .fallback = "",
+     .doc = "congestion control of every TCP link: a name the kernel offers (cubic, reno, bbr...) or "
+            "`system`; one it refuses is reported once and the system's kept; unset: cubic where the "
+            "kernel lets the process choose it, else the system's (BBR's round-trip probes stall rings)"},
     {.id = Id::check, .name = "HOOP_CHECK", .kind = K::integer, .fallback = "0",
      .doc = "1: before every collective, compare each rank's call (op, dtype, redop, count, root) "
             "with its ring predecessor's: one extra empty message per rank and op",

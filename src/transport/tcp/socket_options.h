@@ -12,9 +12,13 @@ size_t socket_buffer_bytes();
 // the listener too, since accepted sockets inherit them and the TCP window scale is fixed at
 // connection set-up.
 void set_buffer_sizes(int fd, size_t bytes) noexcept;
-// A connected link socket: O_NONBLOCK, TCP_NODELAY, SO_KEEPALIVE and the buffer sizes (the
-// receive side under the cap below). Throws Error{transport} when the socket refuses.
+// A connected link socket: O_NONBLOCK, TCP_NODELAY, SO_KEEPALIVE, the buffer sizes (the
+// receive side under the cap below) and the congestion control. Throws Error{transport} when
+// the socket refuses.
 void configure_link_socket(int fd);
+// HOOP_TCP_CONGESTION on fd: unset, cubic where the kernel lets this process choose it;
+// `system` keeps the system's; a name the kernel refuses is reported once and changes nothing.
+void set_congestion_control(int fd);
 
 // A cap on the receive buffer of the links of this process (0: none), for a link shaped to a
 // rate with a deep queue in front of it: a window of megabytes lets each connection fill that
