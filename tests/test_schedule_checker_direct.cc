@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/region_shape.h"
 #include "schedule/checker.h"
 #include "schedule/schedule.h"
 #include "schedule/schedule_builders.h"
@@ -134,6 +135,30 @@ TEST(DirectScheduleChecker, PathFollowsTheShape) {
   d.op = OpType::reducescatter;  // N blocks count
   d.count = 4;
   EXPECT_EQ(path_of(build(kDirectAlgorithm, d, 1)), Path::single_copy);
+  d.op = OpType::allgather;  // N blocks (beyond a cell), and its own threshold when set
+  d.count = 9;
+  EXPECT_EQ(path_of(build(kDirectAlgorithm, d, 1)), Path::single_copy);
+  d.region.single_copy_allgather_elements = 64;
+  EXPECT_EQ(path_of(build(kDirectAlgorithm, d, 1)), Path::slots);
+  d.count = 16;
+  EXPECT_EQ(path_of(build(kDirectAlgorithm, d, 1)), Path::single_copy);
+  d.op = OpType::reducescatter;  // not AllGather's threshold
+  d.count = 4;
+  EXPECT_EQ(path_of(build(kDirectAlgorithm, d, 1)), Path::single_copy);
+}
+
+// AllGather by single copy with more ranks than cores: a quarter of the threshold per block,
+// times the ranks per core; nothing of its own otherwise.
+TEST(DirectScheduleChecker, AllGatherSingleCopyThresholdGrowsWithRanksPerCore) {
+  constexpr size_t M = 1 << 20;
+  EXPECT_EQ(detail::single_copy_allgather_bytes(M, 2, 2), 0u);
+  EXPECT_EQ(detail::single_copy_allgather_bytes(M, 8, 8), 0u);
+  EXPECT_EQ(detail::single_copy_allgather_bytes(M, 3, 2), 3 * M / 2);
+  EXPECT_EQ(detail::single_copy_allgather_bytes(M, 4, 2), 2 * M);
+  EXPECT_EQ(detail::single_copy_allgather_bytes(M, 8, 2), 8 * M);
+  EXPECT_EQ(detail::single_copy_allgather_bytes(M, 16, 4), 16 * M);
+  EXPECT_EQ(detail::single_copy_allgather_bytes(0, 8, 2), 0u);
+  EXPECT_EQ(detail::single_copy_allgather_bytes(M, 8, 0), 0u);  // cores unknown
 }
 
 // AllToAll by single copy: a rank in place would overwrite blocks its peers still read, so all

@@ -5,6 +5,8 @@
 #include <mutex>
 #include <string_view>
 
+#include <unistd.h>
+
 #include "core/hash.h"
 #include "core/params.h"
 
@@ -30,6 +32,7 @@ DirectTunables from_env(int nranks) {
   t.single_copy_bytes = params::bytes(params::Id::direct_single_copy_bytes);
   t.single_copy_allreduce_bytes = params::bytes(params::Id::direct_single_copy_allreduce_bytes);
   const auto n = static_cast<uint64_t>(std::max(nranks, 1));
+  t.single_copy_allgather_bytes = single_copy_allgather_bytes(t.single_copy_bytes, nranks, ::sysconf(_SC_NPROCESSORS_ONLN));
   t.single_copy_alltoall_bytes = params::bytes(params::Id::direct_single_copy_alltoall_bytes) * n * n;
   t.single_copy_part_bytes =
       round_up(std::max<uint64_t>(params::bytes(params::Id::direct_single_copy_part_bytes), kLine), kLine);
@@ -40,12 +43,19 @@ DirectTunables from_env(int nranks) {
 
 }  // namespace
 
+size_t single_copy_allgather_bytes(size_t single_copy_bytes, int nranks, long cores) {
+  const auto n = static_cast<size_t>(std::max(nranks, 1));
+  if (cores <= 0) return 0;
+  const size_t per_core = (n + static_cast<size_t>(cores) - 1) / static_cast<size_t>(cores);
+  return per_core > 1 ? single_copy_bytes / 4 * n * per_core : 0;
+}
+
 size_t DirectTunables::window_bytes() const { return std::max(cell_bytes, stages * chunk_bytes); }
 
 uint64_t DirectTunables::key() const {
   uint64_t h = fnv1a64("");
   for (size_t v : {cell_bytes, small_bytes, chunk_bytes, stages, single_copy_bytes, single_copy_allreduce_bytes,
-                   single_copy_alltoall_bytes, single_copy_part_bytes, registered_bytes, stream_bytes}) {
+                   single_copy_allgather_bytes, single_copy_alltoall_bytes, single_copy_part_bytes, registered_bytes, stream_bytes}) {
     h = fnv1a64(std::string_view(reinterpret_cast<const char*>(&v), sizeof v), h);
   }
   return h;
@@ -70,6 +80,7 @@ schedule::RegionShape region_shape(const DirectTunables& t, size_t elem_bytes, b
   if (single_copy_possible) {
     s.single_copy_elements = elements_from(t.single_copy_bytes, es);
     s.single_copy_allreduce_elements = elements_from(t.single_copy_allreduce_bytes, es);
+    s.single_copy_allgather_elements = elements_from(t.single_copy_allgather_bytes, es);
     s.single_copy_alltoall_elements = elements_from(t.single_copy_alltoall_bytes, es);
     // Mapping a peer's registered buffer takes the same permission as reading its memory.
     s.registered_elements = elements_from(t.registered_bytes, es);

@@ -25,6 +25,13 @@ struct DirectTunables {
   // (16 MiB, 2 ranks: 13.3 against 8.8 GB/s), and a rank cannot take its path from its own
   // in-place-ness (the peers' may differ); HOOP_DIRECT_SINGLE_COPY_ALLREDUCE_BYTES.
   size_t single_copy_allreduce_bytes;
+  // AllGather also needs this many bytes (N blocks): with more ranks on the host than cores, a
+  // quarter of single_copy_bytes per block times the ranks per core. Each rank reads N-1 blocks
+  // with a kernel call each and ends waiting for every reader of its own, and with the cores
+  // shared those cost turns of the scheduler: on 8 ranks over 2 cores the slots measured
+  // 1.4-1.8x faster at 1-2 MiB and single copy 1.15x faster from 8 MiB; on 4, even at 1 MiB and
+  // single copy 1.3x faster at 2 MiB; on 2 ranks single copy wins from 1 MiB.
+  size_t single_copy_allgather_bytes;
   // AllToAll from this many bytes per rank (0: never): HOOP_DIRECT_SINGLE_COPY_ALLTOALL_BYTES
   // times N². A single-copy call ends waiting for every reader of the rank's buffers, which
   // costs more the more ranks share the cores: measured, it wins from 64 KiB on 2 ranks,
@@ -46,6 +53,10 @@ struct DirectTunables {
   // A digest of what the windows are cut by, recorded by the region's creator.
   uint64_t key() const;
 };
+
+// DirectTunables::single_copy_allgather_bytes for `nranks` ranks on a machine of `cores` cores
+// (0: AllGather goes by single_copy_bytes alone).
+size_t single_copy_allgather_bytes(size_t single_copy_bytes, int nranks, long cores);
 
 // From HOOP_DIRECT_* (read once per rank count).
 const DirectTunables& direct_tunables(int nranks);

@@ -145,8 +145,8 @@ class DirectBuilder {
     switch (d_.op) {
       case OpType::allreduce: return c >= std::max(at_least, shape_.single_copy_allreduce_elements);
       case OpType::broadcast: return c >= at_least;
-      case OpType::reducescatter:
-      case OpType::allgather: return c * n >= at_least;
+      case OpType::reducescatter: return c * n >= at_least;
+      case OpType::allgather: return c * n >= std::max(at_least, shape_.single_copy_allgather_elements);
       default: return false;  // Reduce: non-roots have no output to leave their part in
     }
   }

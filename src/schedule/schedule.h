@@ -138,10 +138,12 @@ struct RegionShape {
   size_t stream_elements = 0;
   // Peers read each other's own buffers (no slot) for AllReduce and Broadcast buffers of at least
   // single_copy_elements (ReduceScatter, AllGather: N blocks), AllReduce also needing
-  // single_copy_allreduce_elements, AllToAll (N blocks) single_copy_alltoall_elements instead;
-  // 0: never (also where the kernel forbids process_vm_readv).
+  // single_copy_allreduce_elements, AllGather single_copy_allgather_elements (when set), AllToAll
+  // (N blocks) single_copy_alltoall_elements instead; 0: never (also where the kernel forbids
+  // process_vm_readv).
   size_t single_copy_elements = 0;
   size_t single_copy_allreduce_elements = 0;
+  size_t single_copy_allgather_elements = 0;
   size_t single_copy_alltoall_elements = 0;
   size_t single_copy_part_elements = 0;  // what a single-copy reduction reads per peer at once
   static RegionShape defaults();         // 64-element cells, 32 Ki-element slots, 2 stages
