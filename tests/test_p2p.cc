@@ -8,12 +8,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <numeric>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "hoop/communicator.h"
 #include "hoop/error.h"
@@ -131,6 +135,42 @@ TEST_P(P2pTest, AllToAllWithHandles) {
 
 TEST_P(P2pTest, AllToAllInAGroup) {
   run(4, [](RankContext&, Communicator& comm) { all_to_all(comm, true); });
+}
+
+// Over a link the calibration found shaped, the TCP links take a small receive window
+// (tuner::shaped_receive_window): a sender's last megabytes are still on their way when its
+// sends have returned and it has exited, closing the socket its peers send to it on. Their
+// receives of its data must go on regardless. The model is a calibration's, read from its
+// cache after editing it to say the link sustains 100 MB/s.
+TEST(P2pOverAShapedLink, ASenderThatExitedStillDeliversWhatItSent) {
+  char folder[] = "/tmp/hoop-p2p-shaped-XXXXXX";
+  ASSERT_NE(::mkdtemp(folder), nullptr);
+  const std::filesystem::path cache(folder);
+  SpawnOptions opts;
+  opts.timeout = 60s;
+  opts.env = {{"HOOP_TRANSPORT", "tcp"}, {"XDG_CACHE_HOME", cache.string()}, {"HOOP_CALIBRATE", "force"}};
+  ASSERT_TRUE(all_ok(run_ranks(4, [](RankContext& ctx) { ctx.make_comm(); }, opts)));
+  int edited = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(cache / "hoop")) {
+    std::ifstream in(entry.path());
+    nlohmann::json model = nlohmann::json::parse(in);
+    in.close();
+    model["model"]["tcp"]["sustained_Bps"] = 100e6;
+    std::ofstream(entry.path()) << model.dump();
+    ++edited;
+  }
+  ASSERT_GT(edited, 0);
+  opts.env.back().second = "1";  // the cached model, as edited
+  auto results = run_ranks(4, [](RankContext& ctx) {
+    CommOptions copts;
+    copts.timeout = 10s;
+    auto comm = ctx.make_comm(copts);
+    ctx.report(comm->job_id());
+    all_to_all(*comm, false);
+  }, opts);
+  EXPECT_TRUE(all_ok(results));
+  if (!results.empty() && !results[0].reports.empty()) transport::shm_remove_job_segments(results[0].reports[0]);
+  std::filesystem::remove_all(cache);
 }
 
 TEST_P(P2pTest, RandomPermutationsInGroupsAndWithout) {

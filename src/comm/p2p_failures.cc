@@ -95,14 +95,16 @@ void P2pEngine::expire(TimePoint now) {
 }
 
 void P2pEngine::check_liveness() {
-  std::vector<bool> named(static_cast<size_t>(nranks_), false);
+  std::vector<bool> sending(static_cast<size_t>(nranks_), false), receiving(sending);
   for (const auto& op : active_) {
-    if (!op->done && op->call.peer >= 0) named[static_cast<size_t>(op->call.peer)] = true;
+    if (op->done || op->call.peer < 0) continue;
+    (op->call.send ? sending : receiving)[static_cast<size_t>(op->call.peer)] = true;
   }
   for (int q = 0; q < nranks_; ++q) {
-    if (!named[static_cast<size_t>(q)] || peers_[static_cast<size_t>(q)].broken) continue;
+    const auto i = static_cast<size_t>(q);
+    if (!(sending[i] || receiving[i]) || peers_[i].broken) continue;
     try {
-      links_.check_alive(q);
+      links_.check_alive(q, sending[i], receiving[i]);
     } catch (const Error& e) {
       break_peer(q, e);
     }

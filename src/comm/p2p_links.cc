@@ -79,10 +79,11 @@ TimePoint P2pLinks::next_retry() const {
   return t;
 }
 
-void P2pLinks::check_alive(int peer) {
+void P2pLinks::check_alive(int peer, bool sending, bool receiving) {
   Peer& p = peers_[static_cast<size_t>(peer)];
-  if (p.out) p.out->check_peer_alive();
-  if (p.accepted) p.accepted->check_peer_alive();
+  const bool both_ways = p.out && p.out.get() == p.in;  // shared memory: one link
+  if (p.out && (sending || both_ways)) p.out->check_peer_alive();
+  if (p.accepted && receiving) p.accepted->check_peer_alive();
 }
 
 void P2pLinks::poison(int peer, const std::string& reason) noexcept {

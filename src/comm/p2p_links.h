@@ -55,8 +55,11 @@ class P2pLinks {
   }
   // The earliest retry of a failed TCP connect (TimePoint::max() when none is due).
   TimePoint next_retry() const;
-  // Throws peer_failure when the peer is known to be dead (see Link::check_peer_alive).
-  void check_alive(int peer);
+  // Throws peer_failure when the peer is known to be gone (see Link::check_peer_alive), as far as
+  // the directions an operation waits on say: `sending` to it, `receiving` from it. Over TCP
+  // each direction has its own socket, and a peer that exits after its last send closes the
+  // socket this rank sends on while its data still arrives on the other.
+  void check_alive(int peer, bool sending, bool receiving);
   void poison(int peer, const std::string& reason) noexcept;
   void poison_all(const std::string& reason) noexcept;
   // The transport of the peer's links ("shm", "tcp"; empty before the first one).
