@@ -75,11 +75,13 @@ TEST(DirectScheduleChecker, EveryPathOfEveryCollectiveUpTo64Ranks) {
     size_t stages;
     bool single_copy;
     const char* name;
+    bool broadcast_cells_done = false;
   };
   const Shape shapes[] = {{1, false, "slots, 1 stage"},
                           {2, false, "slots, 2 stages"},
                           {3, false, "slots, 3 stages"},
-                          {2, true, "single copy"}};
+                          {2, true, "single copy"},
+                          {2, false, "Broadcast's cells with a done publish", true}};
   int checked = 0, failures = 0;
   int paths[3] = {0, 0, 0};
   for (int n : test::rank_counts_up_to(kCheckerMaxRanks)) {
@@ -87,6 +89,7 @@ TEST(DirectScheduleChecker, EveryPathOfEveryCollectiveUpTo64Ranks) {
       for (const Shape& sh : shapes) {
         // Beyond 16 ranks, one stage count of the slots (the others differ in no rank-count way).
         if (n > 16 && sh.stages != 2) continue;
+        if (sh.broadcast_cells_done && op != OpType::broadcast) continue;
         // 0, 1, within a cell, over a cell, several chunks (prime); per-rank counts for RS/AG.
         const std::vector<size_t> counts =
             op == OpType::barrier ? std::vector<size_t>{0} : std::vector<size_t>{0, 1, 7, 13, 101};
@@ -97,8 +100,9 @@ TEST(DirectScheduleChecker, EveryPathOfEveryCollectiveUpTo64Ranks) {
             for (bool in_place : {false, true}) {
               for (RedOp redop : {RedOp::sum, RedOp::avg}) {
                 if (redop == RedOp::avg && (!reducing(op) || count < 13)) continue;
-                const CollectiveDesc d{.op = op, .count = count, .nranks = n, .root = root, .redop = redop,
-                                       .in_place = in_place, .region = small_shape(sh.stages, sh.single_copy, n)};
+                CollectiveDesc d{.op = op, .count = count, .nranks = n, .root = root, .redop = redop,
+                                 .in_place = in_place, .region = small_shape(sh.stages, sh.single_copy, n)};
+                d.region.broadcast_cells_done = sh.broadcast_cells_done;
                 const std::string problem = check_algorithm(kDirectAlgorithm, d);
                 ++checked;
                 if (!problem.empty() && ++failures <= 10) ADD_FAILURE() << sh.name << ": " << problem;
@@ -145,18 +149,31 @@ TEST(DirectScheduleChecker, PathFollowsTheShape) {
   d.op = OpType::reducescatter;  // not AllGather's threshold
   d.count = 4;
   EXPECT_EQ(path_of(build(kDirectAlgorithm, d, 1)), Path::single_copy);
+  // Broadcast through the cells: a closing "done" publish only when the shape asks for it.
+  d.op = OpType::broadcast;
+  d.count = 5;
+  for (bool done : {false, true}) {
+    d.region.broadcast_cells_done = done;
+    for (int rank : {0, 1}) {
+      const RankSchedule s = build(kDirectAlgorithm, d, rank);
+      EXPECT_EQ(path_of(s), Path::cells);
+      EXPECT_EQ(s.closing_publish, done) << "rank " << rank;
+    }
+  }
+  d.op = OpType::allreduce;  // the others never
+  EXPECT_FALSE(build(kDirectAlgorithm, d, 1).closing_publish);
 }
 
-// AllGather by single copy with more ranks than cores: a quarter of the threshold per block,
+// AllGather by single copy with more ranks than cores: an eighth of the threshold per block,
 // times the ranks per core; nothing of its own otherwise.
 TEST(DirectScheduleChecker, AllGatherSingleCopyThresholdGrowsWithRanksPerCore) {
   constexpr size_t M = 1 << 20;
   EXPECT_EQ(detail::single_copy_allgather_bytes(M, 2, 2), 0u);
   EXPECT_EQ(detail::single_copy_allgather_bytes(M, 8, 8), 0u);
-  EXPECT_EQ(detail::single_copy_allgather_bytes(M, 3, 2), 3 * M / 2);
-  EXPECT_EQ(detail::single_copy_allgather_bytes(M, 4, 2), 2 * M);
-  EXPECT_EQ(detail::single_copy_allgather_bytes(M, 8, 2), 8 * M);
-  EXPECT_EQ(detail::single_copy_allgather_bytes(M, 16, 4), 16 * M);
+  EXPECT_EQ(detail::single_copy_allgather_bytes(M, 3, 2), 3 * M / 4);
+  EXPECT_EQ(detail::single_copy_allgather_bytes(M, 4, 2), M);
+  EXPECT_EQ(detail::single_copy_allgather_bytes(M, 8, 2), 4 * M);
+  EXPECT_EQ(detail::single_copy_allgather_bytes(M, 16, 4), 8 * M);
   EXPECT_EQ(detail::single_copy_allgather_bytes(0, 8, 2), 0u);
   EXPECT_EQ(detail::single_copy_allgather_bytes(M, 8, 0), 0u);  // cores unknown
 }

@@ -32,7 +32,9 @@ DirectTunables from_env(int nranks) {
   t.single_copy_bytes = params::bytes(params::Id::direct_single_copy_bytes);
   t.single_copy_allreduce_bytes = params::bytes(params::Id::direct_single_copy_allreduce_bytes);
   const auto n = static_cast<uint64_t>(std::max(nranks, 1));
-  t.single_copy_allgather_bytes = single_copy_allgather_bytes(t.single_copy_bytes, nranks, ::sysconf(_SC_NPROCESSORS_ONLN));
+  const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
+  t.single_copy_allgather_bytes = single_copy_allgather_bytes(t.single_copy_bytes, nranks, cores);
+  t.more_ranks_than_cores = cores > 0 && nranks > cores;
   t.single_copy_alltoall_bytes = params::bytes(params::Id::direct_single_copy_alltoall_bytes) * n * n;
   t.single_copy_part_bytes =
       round_up(std::max<uint64_t>(params::bytes(params::Id::direct_single_copy_part_bytes), kLine), kLine);
@@ -47,7 +49,7 @@ size_t single_copy_allgather_bytes(size_t single_copy_bytes, int nranks, long co
   const auto n = static_cast<size_t>(std::max(nranks, 1));
   if (cores <= 0) return 0;
   const size_t per_core = (n + static_cast<size_t>(cores) - 1) / static_cast<size_t>(cores);
-  return per_core > 1 ? single_copy_bytes / 4 * n * per_core : 0;
+  return per_core > 1 ? single_copy_bytes / 8 * n * per_core : 0;
 }
 
 size_t DirectTunables::window_bytes() const { return std::max(cell_bytes, stages * chunk_bytes); }
@@ -55,7 +57,8 @@ size_t DirectTunables::window_bytes() const { return std::max(cell_bytes, stages
 uint64_t DirectTunables::key() const {
   uint64_t h = fnv1a64("");
   for (size_t v : {cell_bytes, small_bytes, chunk_bytes, stages, single_copy_bytes, single_copy_allreduce_bytes,
-                   single_copy_allgather_bytes, single_copy_alltoall_bytes, single_copy_part_bytes, registered_bytes, stream_bytes}) {
+                   single_copy_allgather_bytes, single_copy_alltoall_bytes, single_copy_part_bytes, registered_bytes, stream_bytes,
+                   size_t{more_ranks_than_cores}}) {
     h = fnv1a64(std::string_view(reinterpret_cast<const char*>(&v), sizeof v), h);
   }
   return h;
@@ -88,6 +91,7 @@ schedule::RegionShape region_shape(const DirectTunables& t, size_t elem_bytes, b
   s.zero_copy_piece_elements = std::max<size_t>(kZeroCopyPieceBytes / es, 1);
   s.stream_elements = elements_from(t.stream_bytes, es);
   s.single_copy_part_elements = std::max<size_t>(t.single_copy_part_bytes / es, 1);
+  s.broadcast_cells_done = t.more_ranks_than_cores;
   return s;
 }
 

@@ -25,12 +25,12 @@ struct DirectTunables {
   // (16 MiB, 2 ranks: 13.3 against 8.8 GB/s), and a rank cannot take its path from its own
   // in-place-ness (the peers' may differ); HOOP_DIRECT_SINGLE_COPY_ALLREDUCE_BYTES.
   size_t single_copy_allreduce_bytes;
-  // AllGather also needs this many bytes (N blocks): with more ranks on the host than cores, a
-  // quarter of single_copy_bytes per block times the ranks per core. Each rank reads N-1 blocks
+  // AllGather also needs this many bytes (N blocks): with more ranks on the host than cores, an
+  // eighth of single_copy_bytes per block times the ranks per core. Each rank reads N-1 blocks
   // with a kernel call each and ends waiting for every reader of its own, and with the cores
-  // shared those cost turns of the scheduler: on 8 ranks over 2 cores the slots measured
-  // 1.4-1.8x faster at 1-2 MiB and single copy 1.15x faster from 8 MiB; on 4, even at 1 MiB and
-  // single copy 1.3x faster at 2 MiB; on 2 ranks single copy wins from 1 MiB.
+  // shared those cost turns of the scheduler: on 8 ranks over 2 cores the slots measured 1.3-1.5x
+  // faster at 1-2 MiB and single copy 1.4x faster at 4 MiB; on 4, the slots 1.1x faster at
+  // 512 KiB and single copy 1.3x faster at 1 MiB; on 2 ranks single copy wins from 1 MiB.
   size_t single_copy_allgather_bytes;
   // AllToAll from this many bytes per rank (0: never): HOOP_DIRECT_SINGLE_COPY_ALLTOALL_BYTES
   // times N². A single-copy call ends waiting for every reader of the rank's buffers, which
@@ -47,6 +47,8 @@ struct DirectTunables {
   // itself (zero copy's results, single copy's reads of registered buffers): below, the output
   // fits the caches and the caller finds it there; HOOP_DIRECT_STREAM_BYTES, 0: never.
   size_t stream_bytes;
+  // This host runs more ranks than it has cores (RegionShape::broadcast_cells_done).
+  bool more_ranks_than_cores;
 
   // Each of a rank's two windows: room for the cells or for every stage's slot.
   size_t window_bytes() const;

@@ -78,7 +78,7 @@ constexpr std::array<Param, static_cast<size_t>(Id::count_)> kParams = {{
     {.id = Id::direct_single_copy_bytes, .name = "HOOP_DIRECT_SINGLE_COPY_BYTES", .kind = K::size, .fallback = "1M",
      .doc = "shm-direct: ReduceScatter, AllGather and Broadcast from this size read peers' "
             "buffers with `process_vm_readv` (AllGather, with more ranks on the host than cores: "
-            "from a quarter of it per rank times the ranks per core); 0 turns it off"},
+            "from an eighth of it per rank times the ranks per core); 0 turns it off"},
     {.id = Id::direct_single_copy_allreduce_bytes, .name = "HOOP_DIRECT_SINGLE_COPY_ALLREDUCE_BYTES", .kind = K::size, .fallback = "64M",
      .doc = "shm-direct: AllReduce from this size reads peers' buffers with `process_vm_readv`"},
     {.id = Id::direct_single_copy_alltoall_bytes, .name = "HOOP_DIRECT_SINGLE_COPY_ALLTOALL_BYTES", .kind = K::size, .fallback = "16K",

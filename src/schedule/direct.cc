@@ -101,9 +101,11 @@ class DirectBuilder {
       }
     }
     // Slots, single and zero copy end with a "done" publish on every rank (then at most waits
-    // for the peers that read this rank's buffers); cells end with reads.
+    // for the peers that read this rank's buffers); cells end with reads, but for Broadcast
+    // when the shape says (RegionShape::broadcast_cells_done).
     // With variants, they end the schedule.
-    s_.closing_publish = s_.shared_region && !through_cells &&
+    const bool cells_close = d_.op == OpType::broadcast && shape_.broadcast_cells_done;
+    s_.closing_publish = s_.shared_region && (!through_cells || cells_close) &&
                          (s_.variants.empty() ? ends_with_closing_publish(s_.steps)
                                               : std::all_of(s_.variants.begin(), s_.variants.end(), ends_with_closing_publish));
     return std::move(s_);
@@ -261,6 +263,7 @@ class DirectBuilder {
       case OpType::broadcast:
         if (me_ == d_.root) copy(Range{Buf::send, 0, c}, Range{Buf::recv, 0, c});
         else add(read_from(d_.root, in_flag, Range{Buf::region, 0, c}, Range{Buf::recv, 0, c}));
+        if (shape_.broadcast_cells_done) raise();
         break;
       case OpType::barrier:
         // Everyone published on entering: once every flag is seen, everyone entered.
@@ -268,8 +271,8 @@ class DirectBuilder {
         break;
       default: unsupported();
     }
-    // No "done reading" flag: nothing in the operation waits for one, and the transport
-    // rewrites a window only once every peer started the next operation (which ends its reads).
+    // No other "done reading" flag: the transport rewrites a window only once every peer
+    // started the next operation (which ends its reads).
   }
 
   // ---- slots
@@ -569,10 +572,14 @@ class DirectBuilder {
 
   // Each rank reads every peer's input straight into its block of the output. Peers read the
   // input, not the output: the rank copies its own block after publishing, while they read.
+  // It first waits until every peer published, then reads them all: a read that finds its
+  // peer not there yet sleeps in the middle of the rank's copies, and with more ranks than
+  // cores that measured 5-12% slower (4 ranks at 4-16 MiB, 8 at 16 MiB over 2 cores).
   void single_copy_allgather() {
     const size_t c = d_.count;
     const uint32_t buffers = publish_buffers();
     step();
+    wait_all(buffers);
     copy_out(Range{Buf::send, 0, c}, Range{Buf::recv, static_cast<size_t>(me_) * c, c});
     for (int p = 0; p < n_; ++p) {
       if (p != me_) read_out(p, buffers, Range{Buf::send, 0, c}, Range{Buf::recv, static_cast<size_t>(p) * c, c});

@@ -146,6 +146,11 @@ struct RegionShape {
   size_t single_copy_allgather_elements = 0;
   size_t single_copy_alltoall_elements = 0;
   size_t single_copy_part_elements = 0;  // what a single-copy reduction reads per peer at once
+  // Broadcast through the cells ends with a "done" publish on every rank (a closing publish):
+  // the root reads nobody and runs ahead, and without it its window of the operation after
+  // next is free only once every reader started the next one, which with more ranks than cores
+  // waits for the scheduler. With the cores to spare the extra publish costs more than it saves.
+  bool broadcast_cells_done = false;
   static RegionShape defaults();         // 64-element cells, 32 Ki-element slots, 2 stages
 };
 
