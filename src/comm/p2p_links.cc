@@ -82,7 +82,10 @@ TimePoint P2pLinks::next_retry() const {
 void P2pLinks::check_alive(int peer, bool sending, bool receiving) {
   Peer& p = peers_[static_cast<size_t>(peer)];
   const bool both_ways = p.out && p.out.get() == p.in;  // shared memory: one link
-  if (p.out && (sending || both_ways)) p.out->check_peer_alive();
+  // A receive from a peer that has not connected to this rank yet: the socket to it is the
+  // only one that can tell that it is gone.
+  const bool only_out = receiving && !p.in;
+  if (p.out && (sending || both_ways || only_out)) p.out->check_peer_alive();
   if (p.accepted && receiving) p.accepted->check_peer_alive();
 }
 
