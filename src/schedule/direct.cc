@@ -104,8 +104,7 @@ class DirectBuilder {
     // for the peers that read this rank's buffers); cells end with reads, but for Broadcast
     // when the shape says (RegionShape::broadcast_cells_done).
     // With variants, they end the schedule.
-    const bool cells_close = d_.op == OpType::broadcast && shape_.broadcast_cells_done;
-    s_.closing_publish = s_.shared_region && (!through_cells || cells_close) &&
+    s_.closing_publish = s_.shared_region && (!through_cells || broadcast_cells_close()) &&
                          (s_.variants.empty() ? ends_with_closing_publish(s_.steps)
                                               : std::all_of(s_.variants.begin(), s_.variants.end(), ends_with_closing_publish));
     return std::move(s_);
@@ -116,6 +115,9 @@ class DirectBuilder {
     throw_error(ErrorCode::invalid_argument,
                 fmt::format("{} does not implement {}", kDirectAlgorithm, to_string(d_.op)));
   }
+
+  // Broadcast's cells end with a closing "done" publish (RegionShape::broadcast_cells_done).
+  bool broadcast_cells_close() const { return d_.op == OpType::broadcast && shape_.broadcast_cells_done; }
 
   size_t input_elements() const {
     switch (d_.op) {
@@ -263,7 +265,7 @@ class DirectBuilder {
       case OpType::broadcast:
         if (me_ == d_.root) copy(Range{Buf::send, 0, c}, Range{Buf::recv, 0, c});
         else add(read_from(d_.root, in_flag, Range{Buf::region, 0, c}, Range{Buf::recv, 0, c}));
-        if (shape_.broadcast_cells_done) raise();
+        if (broadcast_cells_close()) raise();
         break;
       case OpType::barrier:
         // Everyone published on entering: once every flag is seen, everyone entered.
