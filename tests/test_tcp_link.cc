@@ -651,6 +651,38 @@ TEST(TcpConnect, RetriesUntilDeadlineWhenNobodyListens) {
   EXPECT_LT(took, 2.0);
 }
 
+
+// A peer that went on to recover after a failure elsewhere takes no more connections: its
+// listener holds the Hello unanswered. The connecting side stops waiting once its communicator
+// says it failed elsewhere, not at the deadline; without that word it waits to the deadline.
+TEST(TcpConnect, AnUnansweredHandshakeEndsWhenTheCommunicatorFailedElsewhere) {
+  TcpListener mine(unique_job());
+  TcpListener silent(unique_job());  // nobody drives its accept loop
+  std::atomic<bool> failed_elsewhere{false};
+  auto p = params_for(7, 0, 1, {"127.0.0.1:" + std::to_string(silent.port())});
+  p.gave_up = [&] { return failed_elsewhere.load(); };
+  auto start = Clock::now();
+  try {
+    tcp_connect(mine, p, start + 700ms);
+    FAIL() << "a handshake nobody answered succeeded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::timeout) << e.what();
+    EXPECT_NE(e.detail().find("did not answer the handshake"), std::string::npos) << e.what();
+  }
+  EXPECT_GE(seconds_between(start, Clock::now()), 0.7);
+
+  failed_elsewhere = true;
+  start = Clock::now();
+  try {
+    tcp_connect(mine, p, start + 30s);
+    FAIL() << "a handshake nobody answered succeeded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::peer_failure) << e.what();
+    EXPECT_EQ(e.peer(), 1);
+    EXPECT_NE(e.detail().find("the communicator failed elsewhere"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(seconds_between(start, Clock::now()), 10.0);
+}
 TEST(TcpConnect, RejectsBadParameters) {
   TcpListener l(unique_job());
   EXPECT_THROW(tcp_connect(l, params_for(1, 0, 0, l.addresses()), Clock::now() + 1s), Error);

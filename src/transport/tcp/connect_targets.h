@@ -24,6 +24,9 @@ bool worth_retrying(int err);
 // The pause after a round of failed attempts: doubling from the first to the largest.
 inline constexpr milliseconds kFirstBackoff{10};
 inline constexpr milliseconds kMaxBackoff{1000};
+// How long either side of a link being made waits for its peer before it heeds a failure
+// elsewhere in the communicator (TcpLinkParams::gave_up), as the engine's stalled steps do.
+inline constexpr milliseconds kGiveUpAfter{500};
 
 ErrorContext context_of(const TcpLinkParams& p);
 

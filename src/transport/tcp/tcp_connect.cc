@@ -28,6 +28,7 @@ namespace hoop::transport {
 using hoop::SocketAddress;
 using tcp::context_of;
 using tcp::kFirstBackoff;
+using tcp::kGiveUpAfter;
 using tcp::kMaxBackoff;
 using tcp::Target;
 using tcp::targets_for;
@@ -47,6 +48,21 @@ int wait_for(int fd, short events, TimePoint until) {
     const int rc = ::poll(&pfd, 1, static_cast<int>(std::max<int64_t>(left, 0)));
     if (rc < 0 && errno == EINTR) continue;
     return rc < 0 ? -1 : pfd.revents;
+  }
+}
+
+// Slices of the wait for the peer's answer, between looks at the peer and the communicator.
+constexpr milliseconds kAnswerSlice{100};
+
+// Ends a wait for the peer that began at `start` once the communicator failed elsewhere: a
+// peer that went on to recover makes no link and answers no handshake.
+void check_not_given_up(const TcpLinkParams& p, TimePoint start, const char* waiting_for) {
+  if (p.gave_up && Clock::now() - start >= kGiveUpAfter && p.gave_up()) {
+    throw_error(ErrorCode::peer_failure,
+                fmt::format("gave up waiting for {} of rank {}: the communicator failed elsewhere "
+                            "(communicator {:#x}, channel {})",
+                            waiting_for, p.peer_rank, p.comm_id, p.channel),
+                context_of(p));
   }
 }
 
@@ -113,6 +129,7 @@ UniqueFd connect_with_retry(const TcpLinkParams& p, const std::vector<Target>& t
                               p.peer_pid, last_failure),
                   context_of(p));
     }
+    check_not_given_up(p, start, "a connection");
     const TimePoint now = Clock::now();
     if (now >= deadline) {
       throw_error(ErrorCode::timeout,
@@ -149,6 +166,8 @@ void send_all(int fd, std::span<const std::byte> bytes, TimePoint deadline, cons
 
 void receive_all(int fd, std::span<std::byte> bytes, TimePoint deadline, const TcpLinkParams& p,
                  const std::string& where) {
+  const TimePoint start = Clock::now();
+  shm::ProcessLiveness liveness;
   size_t done = 0;
   while (done < bytes.size()) {
     const ssize_t n = ::recv(fd, bytes.data() + done, bytes.size() - done, MSG_DONTWAIT);
@@ -168,12 +187,20 @@ void receive_all(int fd, std::span<std::byte> bytes, TimePoint deadline, const T
                          fmt::format("handshake with rank {} at {} failed", p.peer_rank, where),
                          errno, context_of(p));
     }
-    if (wait_for(fd, POLLIN, deadline) <= 0) {
+    const int ready = wait_for(fd, POLLIN, std::min(deadline, Clock::now() + kAnswerSlice));
+    if (ready > 0) continue;
+    if (ready < 0 || Clock::now() >= deadline) {
       throw_error(ErrorCode::timeout,
                   fmt::format("rank {} at {} did not answer the handshake before the deadline",
                               p.peer_rank, where),
                   context_of(p));
     }
+    if (p.peer_pid > 0 && !liveness.alive(static_cast<pid_t>(p.peer_pid))) {
+      throw_error(ErrorCode::peer_failure,
+                  fmt::format("rank {} (pid {}) exited before it answered the handshake", p.peer_rank, p.peer_pid),
+                  context_of(p));
+    }
+    check_not_given_up(p, start, "the answer to the handshake");
   }
 }
 

@@ -17,6 +17,7 @@
 #include "core/params.h"
 #include "core/errors.h"
 #include "core/log.h"
+#include "transport/tcp/connect_targets.h"
 #include "transport/shm/process_liveness.h"
 #include "transport/tcp/handshake.h"
 #include "transport/tcp/interfaces.h"
@@ -29,6 +30,7 @@
 namespace hoop::transport {
 
 using tcp::HelloStatus;
+using tcp::kGiveUpAfter;
 using hoop::SocketAddress;
 using tcp::UniqueFd;
 
@@ -37,9 +39,6 @@ namespace {
 constexpr int kListenBacklog = 1024;
 // Longest sleep of the thread driving the accept loop before it looks at the clock again.
 constexpr milliseconds kDriveSlice{100};
-// How long a wait for a peer's connection goes before it heeds a failure elsewhere in the
-// communicator (as the engine's stalled steps do).
-constexpr milliseconds kGiveUpAfter{500};
 
 struct ConnKey {
   uint64_t comm_id;
