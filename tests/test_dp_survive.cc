@@ -2,7 +2,8 @@
 // (SIGKILL) at a phase of a step, at ZeRO stages 0-3, over shared memory and TCP; the others
 // recover in memory and train on to the end over the same global batches. Their parameters
 // must match one process trained on the whole batches to 1e-5, and the recovery must take
-// under 2 s. Two neighbours dying at once lose a shard: a clear error, never a wrong model.
+// under 2 s (8 s under a sanitizer: still below the 10 s timeout, so no recovery waited for one).
+// Two neighbours dying at once lose a shard: a clear error, never a wrong model.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include "hoop/error.h"
 #include "support/dp_helpers.h"
 #include "support/spawn.h"
+#include "support/test_scale.h"
 
 namespace hoop::test {
 namespace {
@@ -143,7 +145,7 @@ TEST_P(DpSurvive, TrainingGoesOnWithTheSurvivorsAndMatchesAFaultFreeRun) {
     EXPECT_EQ(dp->world_size(), kRanks - 1);
     ASSERT_EQ(recoveries.size(), 1u);
     ctx.report("recovery " + std::to_string(recoveries[0]) + " s");
-    EXPECT_LT(recoveries[0], 2.0);
+    EXPECT_LT(recoveries[0], 2.0 * kSanitizerTimeFactor);
     EXPECT_GT(dp->memory().current.redundancy, 0u);
     const auto got = all_params(*dp);
     const auto want = reference_params();

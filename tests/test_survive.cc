@@ -19,6 +19,7 @@
 #include "hoop/error.h"
 #include "support/spawn.h"
 #include "support/store_sync.h"
+#include "support/test_scale.h"
 
 namespace hoop::test {
 namespace {
@@ -342,7 +343,11 @@ std::shared_ptr<Communicator> join(const RankContext& ctx, const SurviveParam& p
   JoinParams jp;
   jp.store = ctx.store();
   jp.job_id = ctx.job_id;
-  return Communicator::join(jp, options(p));
+  CommOptions o = options(p);
+  // A newcomer waits from its start for the members to start, compute and grow: under a
+  // sanitizer, 8 members on 2 cores take most of the 8 s to get there.
+  o.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*o.timeout * kSanitizerTimeFactor);
+  return Communicator::join(jp, o);
 }
 
 // Grow by two newcomers: everyone gets the same communicator of N + 2 ranks, the members in
@@ -448,7 +453,10 @@ TEST_P(Survive, GrowWithoutNewcomersTimesOut) {
   const SurviveParam p = GetParam();
   auto results = run_ranks(p.nranks, [&](RankContext& ctx) {
     CommOptions o = options(p);
-    o.timeout = 1500ms;
+    // Long enough for 8 ranks to connect lazily on 2 cores: the grow's own broadcast must not
+    // be what times out.
+    const double timeout_s = 1.5 * kSanitizerTimeFactor;
+    o.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
     auto comm = ctx.make_comm(o);
     const auto start = std::chrono::steady_clock::now();
     try {
@@ -458,7 +466,7 @@ TEST_P(Survive, GrowWithoutNewcomersTimesOut) {
       EXPECT_EQ(e.code(), ErrorCode::timeout) << e.what();
       EXPECT_NE(std::string(e.what()).find("did not all arrive"), std::string::npos) << e.what();
     }
-    EXPECT_LT(seconds_since(start), 5.0);
+    EXPECT_LT(seconds_since(start), timeout_s + 3.5);
     expect_exact_allreduce(*comm, 17);
   }, launcher_cleanup());
   EXPECT_TRUE(all_ok(results));

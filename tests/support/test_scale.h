@@ -7,6 +7,15 @@
 
 namespace hoop::test {
 
+// Sanitizers slow every step of a run several-fold (ThreadSanitizer ten-fold and more, with 4-8
+// ranks on 2 cores). A bound on wall time is a claim about the release build; under a sanitizer
+// it stretches by this factor, and so does a short timeout a test sets to watch it fire.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+constexpr double kSanitizerTimeFactor = 4.0;
+#else
+constexpr double kSanitizerTimeFactor = 1.0;
+#endif
+
 bool small_scale();
 
 // 1..max_ranks; under small_scale() 1..16 and, above, the counts where shapes change (primes,
