@@ -2,7 +2,9 @@
 // calibration is cached per host and reused; hoop-sim runs at thousands of ranks.
 #include <gtest/gtest.h>
 #include <stdio.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -99,6 +101,47 @@ TEST(TunerJobs, FourRanksOverTcpAgree) {
     ++n;
   }
   EXPECT_EQ(n, 1);
+}
+
+// Processes that keep every core busy until the object goes away.
+struct BusyCores {
+  std::vector<pid_t> pids;
+  explicit BusyCores(int n) {
+    for (int i = 0; i < n; ++i) {
+      const pid_t pid = ::fork();
+      if (pid == 0) {
+        volatile uint64_t spins = 0;
+        for (;;) spins = spins + 1;
+      }
+      if (pid > 0) pids.push_back(pid);
+    }
+  }
+  ~BusyCores() {
+    for (pid_t pid : pids) ::kill(pid, SIGKILL);
+    for (pid_t pid : pids) ::waitpid(pid, nullptr, 0);
+  }
+};
+
+// Nothing shapes loopback. Calibrating over TCP on one host whose cores are busy (four ranks
+// and as many spinning processes on this machine's cores), the stream runs well below the
+// fastest burst; taken for a token bucket, it would cap every TCP link's receive window at 2 ms
+// of that rate. The model must say the link is not shaped.
+TEST(TunerJobs, ABusyHostIsNotTakenForAShapedLoopback) {
+  TempDir cache;
+  SpawnOptions opts;
+  opts.env = {{"XDG_CACHE_HOME", cache.path}, {"HOOP_CALIBRATE", "force"}, {"HOOP_TRANSPORT", "tcp"}};
+  std::vector<RankResult> results;
+  {
+    BusyCores busy(4);
+    results = run_ranks(4, report_model_and_choices, opts);
+  }
+  ASSERT_TRUE(all_ok(results));
+  expect_all_agree(results);
+  const std::string& report = results[0].reports[0];
+  const auto model = tuner::model_from_json(report.substr(report.find(' ') + 1));
+  EXPECT_EQ(model.source, "measured");
+  EXPECT_EQ(model.tcp.sustained, 0.0) << report;
+  EXPECT_EQ(tuner::shaped_receive_window(model), 0u);
 }
 
 std::string model_source_of_job(const std::string& cache_dir, const std::string& calibrate) {

@@ -32,6 +32,7 @@ void CommImpl::calibrate(Communicator& self) {
     if (slot < 0) slot = r;
   }
   partners.tcp_same_machine = partners.tcp >= 0 && peers_[static_cast<size_t>(partners.tcp)].machine_id == peers_[0].machine_id;
+  partners.tcp_loopback = partners.tcp >= 0 && peers_[static_cast<size_t>(partners.tcp)].host_id == peers_[0].host_id;
   // Each creation on this store gets its own keys (every rank counts its own creations; all
   // ranks create communicators in the same order).
   const int64_t n = job_->store->add(fmt::format("hoop/tuner/created/{}", rank_), 1);

@@ -87,17 +87,21 @@ double stream_rate(Communicator& comm, int partner, std::vector<uint8_t>& buf) {
   return rate;
 }
 
+enum class PairKind { shared_memory, loopback, network };
+
 // alpha and beta of the link between rank 0 and `partner` (only rank 0's result means anything).
-// Shared memory: beta from the fastest large trip. A network link (`network`): beta from the
-// fastest burst trip or the stream, and the stream's rate as what the host's link sustains when
-// it is well below a burst's (a token bucket takes bursts faster than its rate).
-LinkCost measure_pair(Communicator& comm, int partner, const LinkCost& fallback, bool network) {
+// Shared memory: beta from the fastest large trip. TCP: beta from the fastest burst trip or the
+// stream; over a network, the stream's rate as what the host's link sustains when it is well
+// below a burst's (a token bucket takes bursts faster than its rate). Over loopback a slow
+// stream means the cores were busy: taken for shaping, it would shrink every receive window.
+LinkCost measure_pair(Communicator& comm, int partner, const LinkCost& fallback, PairKind kind) {
+  const bool tcp = kind != PairKind::shared_memory;
   std::vector<uint8_t> buf(kLargeBytes, 1);
   ping_pong(comm, partner, kSmallBytes, kWarmup, buf);
   const auto small = ping_pong(comm, partner, kSmallBytes, kSmallTrips, buf);
   std::vector<double> burst, large;
   double stream = 0;
-  if (network) {
+  if (tcp) {
     burst = ping_pong(comm, partner, kBurstBytes, kBurstTrips, buf);
     stream = stream_rate(comm, partner, buf);
   } else {
@@ -107,10 +111,10 @@ LinkCost measure_pair(Communicator& comm, int partner, const LinkCost& fallback,
   if (comm.rank() != 0) return fallback;
   LinkCost l;
   l.alpha = fastest(small);
-  if (network) {
+  if (tcp) {
     l.beta = std::max(rate(kBurstBytes, fastest(burst), l.alpha), stream);
     constexpr double kBurstier = 0.8;
-    if (stream < kBurstier * l.beta) l.sustained = stream;
+    if (kind == PairKind::network && stream < kBurstier * l.beta) l.sustained = stream;
   } else {
     l.beta = rate(kLargeBytes, fastest(large), l.alpha);
   }
@@ -220,11 +224,12 @@ CostModel agree_on_model(Communicator& comm, Store& store, const std::string& ke
     const bool shm_role = comm.rank() == 0 || comm.rank() == partners.shm;
     const bool tcp_role = comm.rank() == 0 || comm.rank() == partners.tcp;
     if (partners.shm >= 0 && shm_role) {
-      model.shm = measure_pair(comm, partners.shm, model.shm, false);
+      model.shm = measure_pair(comm, partners.shm, model.shm, PairKind::shared_memory);
       measure_processor(comm, partners.shm, model.shm);  // a host is on one machine
     }
     if (partners.tcp >= 0 && tcp_role) {
-      model.tcp = measure_pair(comm, partners.tcp, model.tcp, true);
+      model.tcp = measure_pair(comm, partners.tcp, model.tcp,
+                               partners.tcp_loopback ? PairKind::loopback : PairKind::network);
       if (partners.tcp_same_machine) measure_processor(comm, partners.tcp, model.tcp);
     }
     if (comm.rank() == 0) {

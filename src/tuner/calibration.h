@@ -23,6 +23,9 @@ struct CalibrationPartners {
   int shm = -1;
   int tcp = -1;
   bool tcp_same_machine = false;  // the tcp partner shares rank 0's machine (its cores)
+  // The tcp partner is on rank 0's host: the link is loopback, which nothing shapes, so a stream
+  // slower than a burst there is CPU contention, not a token bucket.
+  bool tcp_loopback = false;
 };
 
 // Collective over `comm` (every rank calls it, in the same order as other creations on this
