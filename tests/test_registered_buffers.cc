@@ -204,6 +204,30 @@ TEST(Registered, AFreedBufferInACallIsAClearError) {
   EXPECT_TRUE(all_ok(results));
 }
 
+// The addresses of a freed SharedBuffer are the process's to reuse: the allocator's next large
+// block may be mapped right there. A call on memory mapped there since runs; the freed buffer
+// itself, before that, fails as above.
+TEST(Registered, MemoryMappedWhereAFreedBufferWasIsUsable) {
+  constexpr size_t kBytes = 1 << 20;
+  auto results = run_ranks(2, [&](RankContext& ctx) {
+    auto comm = ctx.make_comm();
+    SharedBuffer b = comm->alloc(kBytes);
+    void* where = b.data();
+    b.free();
+    float x = 1.0f;
+    EXPECT_THROW(comm->allreduce(static_cast<float*>(where), &x, 1, DataType::f32, RedOp::sum), Error);
+    void* again = ::mmap(where, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    ASSERT_EQ(again, where) << "the freed addresses were taken meanwhile";
+    auto* v = static_cast<float*>(again);
+    const size_t n = kBytes / sizeof(float);
+    for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(i % 7 + ctx.rank);
+    comm->allreduce(v, v, n, DataType::f32, RedOp::sum);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(v[i], static_cast<float>(2 * (i % 7) + 1)) << i;
+    ::munmap(again, kBytes);
+  });
+  EXPECT_TRUE(all_ok(results));
+}
+
 // Memory the caller maps itself: a shared mapping of a file in /dev/shm (as torch's
 // share_memory_() tensors) registers and goes zero copy; private memory does not register.
 TEST(Registered, CallersOwnSharedMappingsRegisterAndPrivateMemoryDoesNot) {

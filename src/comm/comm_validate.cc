@@ -52,7 +52,7 @@ void CommImpl::validate(const OpTask& t) const {
     HOOP_CHECK_ARG(!ranges_overlap(t.send, send_bytes, t.recv, recv_bytes), ctx,
                    "send and recv buffers overlap without being in place (in place means {})", in_place_rule(d.op));
   }
-  const auto& registry = transport::shm::BufferRegistry::instance();
+  auto& registry = transport::shm::BufferRegistry::instance();
   if (!registry.none_freed()) {
     HOOP_CHECK_ARG(send_bytes == 0 || !registry.was_freed(t.send, send_bytes), ctx,
                    "the send buffer lies in a SharedBuffer that was freed");

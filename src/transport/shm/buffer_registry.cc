@@ -167,10 +167,16 @@ bool BufferRegistry::remove(const void* ptr) {
   if (it == by_base_.end()) return false;
   const Entry e = it->second;
   by_base_.erase(it);
+  Freed f{e.range.base + e.range.bytes, 0, 0};
+  struct stat st {};
+  if (::fstat(e.range.fd, &st) == 0) {
+    f.dev = st.st_dev;
+    f.inode = st.st_ino;
+  }
   if (e.owned) ::munmap(reinterpret_cast<void*>(e.range.base), e.range.map_bytes);
   ::close(e.range.fd);
   if (freed_.size() >= kFreedKept) freed_.erase(freed_.begin());
-  freed_[e.range.base] = e.range.base + e.range.bytes;
+  freed_[e.range.base] = f;
   live_.store(by_base_.size(), std::memory_order_relaxed);
   any_freed_.store(true, std::memory_order_relaxed);
   return true;
@@ -186,16 +192,30 @@ std::optional<RegisteredRange> BufferRegistry::find(const void* ptr, size_t byte
   return r;
 }
 
-bool BufferRegistry::was_freed(const void* ptr, size_t bytes) const {
+bool BufferRegistry::was_freed(const void* ptr, size_t bytes) {
   const auto addr = reinterpret_cast<uintptr_t>(ptr);
   std::lock_guard lk(mu_);
   auto it = freed_.upper_bound(addr + std::max<size_t>(bytes, 1) - 1);
   if (it == freed_.begin()) return false;
   --it;
-  if (it->second <= addr) return false;
+  if (it->second.end <= addr) return false;
   // A range registered again since (the same addresses reused) is live.
   auto live = by_base_.upper_bound(addr);
-  return live == by_base_.begin() || std::prev(live)->second.range.base + std::prev(live)->second.range.bytes <= addr;
+  if (live != by_base_.begin() && std::prev(live)->second.range.base + std::prev(live)->second.range.bytes > addr) {
+    return false;
+  }
+  // Rare (a call naming addresses a buffer once had), so worth a look at the process's maps:
+  // unmapped, or still the same file, it is the freed buffer; anything else mapped there since
+  // is memory the process reused, and the record is stale.
+  const auto now = mapping_of(std::max(addr, it->first));
+  if (!now) return true;
+  const bool same_file =
+      now->inode != 0 && now->inode == it->second.inode && makedev(now->dev_major, now->dev_minor) == it->second.dev;
+  if (!same_file) {
+    freed_.erase(it);
+    if (freed_.empty()) any_freed_.store(false, std::memory_order_relaxed);
+  }
+  return same_file;
 }
 
 }  // namespace hoop::transport::shm

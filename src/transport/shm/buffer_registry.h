@@ -54,8 +54,10 @@ class BufferRegistry {
   // The registered range holding [ptr, ptr + bytes), if any.
   std::optional<RegisteredRange> find(const void* ptr, size_t bytes) const;
   // Whether [ptr, ptr + bytes) touches memory that was registered and is no longer (a freed
-  // SharedBuffer): calls naming it fail clearly instead of reading unmapped memory.
-  bool was_freed(const void* ptr, size_t bytes) const;
+  // SharedBuffer): calls naming it fail clearly instead of reading unmapped memory. Addresses
+  // the process mapped again since for something else (the heap's next large block) are not:
+  // the record of a range is dropped once another file, or anonymous memory, is mapped there.
+  bool was_freed(const void* ptr, size_t bytes);
 
  private:
   BufferRegistry() = default;
@@ -65,7 +67,13 @@ class BufferRegistry {
   };
   mutable std::mutex mu_;
   std::map<uintptr_t, Entry> by_base_;
-  std::map<uintptr_t, uintptr_t> freed_;  // base -> end of ranges removed (bounded)
+  // A range removed: where it ended and the identity of the file it mapped.
+  struct Freed {
+    uintptr_t end = 0;
+    uint64_t dev = 0;
+    uint64_t inode = 0;
+  };
+  std::map<uintptr_t, Freed> freed_;  // by base, ranges removed (bounded)
   uint64_t next_id_ = 1;
   std::atomic<size_t> live_{0};
   std::atomic<bool> any_freed_{false};
