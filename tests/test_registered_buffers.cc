@@ -204,20 +204,49 @@ TEST(Registered, AFreedBufferInACallIsAClearError) {
   EXPECT_TRUE(all_ok(results));
 }
 
-// The addresses of a freed SharedBuffer are the process's to reuse: the allocator's next large
-// block may be mapped right there. A call on memory mapped there since runs; the freed buffer
-// itself, before that, fails as above.
-TEST(Registered, MemoryMappedWhereAFreedBufferWasIsUsable) {
-  constexpr size_t kBytes = 1 << 20;
+// Memory the process allocates after freeing a SharedBuffer is ordinary memory, whatever
+// addresses the allocator picks (its large blocks are mappings of their own, often placed in
+// the hole a freed mapping leaves); the freed buffer itself still fails as above.
+TEST(Registered, MemoryAllocatedAfterAFreeIsUsable) {
+  constexpr size_t kBytes = 4 << 20;
   auto results = run_ranks(2, [&](RankContext& ctx) {
     auto comm = ctx.make_comm();
     SharedBuffer b = comm->alloc(kBytes);
-    void* where = b.data();
+    auto* stale = b.as<float>();
     b.free();
+    for (size_t bytes = kBytes / 4; bytes <= kBytes; bytes *= 2) {
+      std::vector<float> v(bytes / sizeof(float));
+      for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 7 + ctx.rank);
+      comm->allreduce(v.data(), v.data(), v.size(), DataType::f32, RedOp::sum);
+      for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], static_cast<float>(2 * (i % 7) + 1)) << i;
+    }
+    float x = 1.0f;
+    EXPECT_THROW(comm->allreduce(stale, &x, 1, DataType::f32, RedOp::sum), Error);
+  });
+  EXPECT_TRUE(all_ok(results));
+}
+
+// A range the caller mapped and registered, then deregistered and unmapped: memory mapped at
+// those addresses since is usable; before that, the call is the clear error.
+TEST(Registered, CallersAddressesMappedAgainAfterDeregisteringAreUsable) {
+  constexpr size_t kBytes = 1 << 20;
+  auto results = run_ranks(2, [&](RankContext& ctx) {
+    auto comm = ctx.make_comm();
+    const std::string name = "/hoop-test-again-" + std::to_string(::getpid());
+    const int fd = ::shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
+    ASSERT_GE(fd, 0);
+    ::shm_unlink(name.c_str());
+    ASSERT_EQ(::ftruncate(fd, kBytes), 0);
+    void* where = ::mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ASSERT_NE(where, MAP_FAILED);
+    ::close(fd);
+    comm->register_buffer(where, kBytes);
+    comm->deregister_buffer(where);
+    ::munmap(where, kBytes);
     float x = 1.0f;
     EXPECT_THROW(comm->allreduce(static_cast<float*>(where), &x, 1, DataType::f32, RedOp::sum), Error);
     void* again = ::mmap(where, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-    ASSERT_EQ(again, where) << "the freed addresses were taken meanwhile";
+    ASSERT_EQ(again, where) << "the addresses were taken meanwhile";
     auto* v = static_cast<float*>(again);
     const size_t n = kBytes / sizeof(float);
     for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(i % 7 + ctx.rank);

@@ -173,9 +173,23 @@ bool BufferRegistry::remove(const void* ptr) {
     f.dev = st.st_dev;
     f.inode = st.st_ino;
   }
-  if (e.owned) ::munmap(reinterpret_cast<void*>(e.range.base), e.range.map_bytes);
+  if (e.owned) {
+    // The pages go, the addresses stay: a reservation without memory takes the mapping's place
+    // in one step, so nothing the process maps later lands where a stale pointer may point.
+    void* base = reinterpret_cast<void*>(e.range.base);
+    if (::mmap(base, e.range.map_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) ==
+        MAP_FAILED) {
+      ::munmap(base, e.range.map_bytes);
+    } else {
+      f.reserved_bytes = e.range.map_bytes;
+    }
+  }
   ::close(e.range.fd);
-  if (freed_.size() >= kFreedKept) freed_.erase(freed_.begin());
+  if (freed_.size() >= kFreedKept) {
+    const auto oldest = freed_.begin();
+    if (oldest->second.reserved_bytes > 0) ::munmap(reinterpret_cast<void*>(oldest->first), oldest->second.reserved_bytes);
+    freed_.erase(oldest);
+  }
   freed_[e.range.base] = f;
   live_.store(by_base_.size(), std::memory_order_relaxed);
   any_freed_.store(true, std::memory_order_relaxed);
@@ -204,9 +218,10 @@ bool BufferRegistry::was_freed(const void* ptr, size_t bytes) {
   if (live != by_base_.begin() && std::prev(live)->second.range.base + std::prev(live)->second.range.bytes > addr) {
     return false;
   }
-  // Rare (a call naming addresses a buffer once had), so worth a look at the process's maps:
-  // unmapped, or still the same file, it is the freed buffer; anything else mapped there since
-  // is memory the process reused, and the record is stale.
+  if (it->second.reserved_bytes > 0) return true;
+  // The caller's own mapping, registered once. Rare (a call naming addresses a buffer once
+  // had), so worth a look at the process's maps: unmapped, or still the same file, it is the
+  // freed buffer; anything else mapped there since is memory the process reused.
   const auto now = mapping_of(std::max(addr, it->first));
   if (!now) return true;
   const bool same_file =

@@ -54,9 +54,10 @@ class BufferRegistry {
   // The registered range holding [ptr, ptr + bytes), if any.
   std::optional<RegisteredRange> find(const void* ptr, size_t bytes) const;
   // Whether [ptr, ptr + bytes) touches memory that was registered and is no longer (a freed
-  // SharedBuffer): calls naming it fail clearly instead of reading unmapped memory. Addresses
-  // the process mapped again since for something else (the heap's next large block) are not:
-  // the record of a range is dropped once another file, or anonymous memory, is mapped there.
+  // SharedBuffer): calls naming it fail clearly instead of reading unmapped memory. A freed
+  // SharedBuffer keeps its addresses (reserved, without memory) while it is remembered, so a
+  // stale pointer into it is never memory the allocator handed out since. A range the caller
+  // registered and mapped itself is forgotten once something else is mapped there.
   bool was_freed(const void* ptr, size_t bytes);
 
  private:
@@ -67,11 +68,13 @@ class BufferRegistry {
   };
   mutable std::mutex mu_;
   std::map<uintptr_t, Entry> by_base_;
-  // A range removed: where it ended and the identity of the file it mapped.
+  // A range removed: where it ended, the identity of the file it mapped, and the bytes of the
+  // reservation that holds its addresses (alloc()'s ranges; 0 for the caller's own).
   struct Freed {
     uintptr_t end = 0;
     uint64_t dev = 0;
     uint64_t inode = 0;
+    size_t reserved_bytes = 0;
   };
   std::map<uintptr_t, Freed> freed_;  // by base, ranges removed (bounded)
   uint64_t next_id_ = 1;
