@@ -29,6 +29,7 @@
 
 #include "core/clock.h"
 #include "hoop/error.h"
+#include "support/test_scale.h"
 #include "transport/waiter.h"
 
 namespace hoop::transport {
@@ -41,11 +42,6 @@ using namespace std::chrono_literals;
 constexpr uint64_t kVolumeDivisor = 8;
 #else
 constexpr uint64_t kVolumeDivisor = 1;
-#endif
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
 #endif
 
 // ---------------------------------------------------------------------------------------
@@ -478,7 +474,7 @@ TEST(ShmLink, StreamingThroughput) {
     const double gbps = std::stod(result.receive());
     std::printf("[ speed  ] %lu MiB in 1 MiB writes, 4 MiB ring%s: %.2f GB/s\n", kBytes >> 20,
                 copy_out ? ", reader copies out" : "", gbps);
-    if (!kSanitized) {
+    if (!test::kSanitized) {
       EXPECT_GT(gbps, 0.3);
     }
   }

@@ -11,10 +11,11 @@ namespace hoop::test {
 // ranks on 2 cores). A bound on wall time is a claim about the release build; under a sanitizer
 // it stretches by this factor, and so does a short timeout a test sets to watch it fire.
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-constexpr double kSanitizerTimeFactor = 4.0;
+constexpr bool kSanitized = true;
 #else
-constexpr double kSanitizerTimeFactor = 1.0;
+constexpr bool kSanitized = false;
 #endif
+constexpr double kSanitizerTimeFactor = kSanitized ? 4.0 : 1.0;
 
 bool small_scale();
 
