@@ -32,6 +32,7 @@
 #include "support/loopback_client.h"
 #include "support/spawn.h"
 #include "support/store_sync.h"
+#include "support/test_scale.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/handshake.h"
 
@@ -160,7 +161,7 @@ TEST_P(RankKilledTest, EverySurvivorGetsAnErrorNamingTheDeadRankWithinTheTimeout
     ASSERT_EQ(errors.size(), 1u) << "survivor " << r.rank << " got no error";
     const double latency = (std::stoll(errors[0]) - died_at) / 1e9;
     std::cout << "  survivor " << r.rank << " told " << latency << " s after the death\n";
-    EXPECT_LE(latency, std::chrono::duration<double>(kTimeout).count() + 1.0)
+    EXPECT_LE(latency, std::chrono::duration<double>(kTimeout).count() + wall_bound(1.0))
         << "survivor " << r.rank;
   }
   expect_no_leftover_segments(results);
@@ -213,7 +214,7 @@ TEST_P(NeverCallsTest, SurvivorsTimeOutNamingOpSequenceAndPeer) {
       EXPECT_TRUE(names_rank(what, e.peer())) << what;
       const double limit = std::chrono::duration<double>(kTimeout).count();
       EXPECT_GE(waited, limit * 0.9) << what;
-      EXPECT_LE(waited, limit + 2.0) << what;
+      EXPECT_LE(waited, limit + wall_bound(2.0)) << what;
     }
     store->add("survivors-done", 1);
   }, with_transport(GetParam(), 60s));

@@ -24,6 +24,7 @@
 #include "hoop/types.h"
 #include "support/spawn.h"
 #include "support/store_sync.h"
+#include "support/test_scale.h"
 #include "transport/shm/shm_transport.h"
 
 namespace hoop::test {
@@ -460,7 +461,7 @@ void run_timeout_scenario(const TimeoutScenario& s) {
       EXPECT_EQ(e.code(), ErrorCode::timeout) << e.what();
       const double expected = std::chrono::duration<double>(s.expected_wait).count();
       EXPECT_GE(waited, expected * 0.9) << e.what();
-      EXPECT_LE(waited, expected + 2.0) << e.what();
+      EXPECT_LE(waited, expected + wall_bound(2.0)) << e.what();
     }
     arrive(*store, "rank0-done");
   }, opts);
@@ -542,7 +543,7 @@ TEST(CommFeatures, AbortFromAnotherThreadUnblocksAWaitingRank) {
         ctx.report("peer of the aborted rank: " + std::string(e.what()));
         EXPECT_TRUE(e.code() == ErrorCode::peer_failure || e.code() == ErrorCode::aborted)
             << e.what();
-        EXPECT_LT(seconds_since(start), 10.0) << "the abort was not told to the peer";
+        EXPECT_LT(seconds_since(start), wall_bound(10.0)) << "the abort was not told to the peer";
       }
       return;
     }
@@ -558,7 +559,7 @@ TEST(CommFeatures, AbortFromAnotherThreadUnblocksAWaitingRank) {
     } catch (const Error& e) {
       ctx.report("aborted after " + std::to_string(seconds_since(start)) + " s: " + e.what());
       EXPECT_EQ(e.code(), ErrorCode::aborted) << e.what();
-      EXPECT_LT(seconds_since(start), 5.0);
+      EXPECT_LT(seconds_since(start), wall_bound(5.0));
     }
     aborter.join();
     EXPECT_TRUE(comm->aborted());

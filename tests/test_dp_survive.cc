@@ -145,7 +145,7 @@ TEST_P(DpSurvive, TrainingGoesOnWithTheSurvivorsAndMatchesAFaultFreeRun) {
     EXPECT_EQ(dp->world_size(), kRanks - 1);
     ASSERT_EQ(recoveries.size(), 1u);
     ctx.report("recovery " + std::to_string(recoveries[0]) + " s");
-    EXPECT_LT(recoveries[0], 2.0 * kSanitizerTimeFactor);
+    EXPECT_LT(recoveries[0], wall_bound(2.0));
     EXPECT_GT(dp->memory().current.redundancy, 0u);
     const auto got = all_params(*dp);
     const auto want = reference_params();

@@ -22,6 +22,7 @@
 
 #include "hoop/error.h"
 #include "hoop/store.h"
+#include "support/test_scale.h"
 #include "support/tool_process.h"
 #include "transport/shm/shm_transport.h"
 
@@ -346,7 +347,7 @@ TEST(HoopRun, AFailedRankStopsTheJobWithItsCode) {
   EXPECT_EQ(f.exit_code, 3) << f.err;
   EXPECT_NE(f.err.find("hoop-run: rank 1 (pid "), std::string::npos) << f.err;
   EXPECT_NE(f.err.find("exited with code 3"), std::string::npos) << f.err;
-  EXPECT_LT(f.seconds, 20) << "the sleeping ranks were not terminated promptly";
+  EXPECT_LT(f.seconds, hoop::test::wall_bound(20)) << "the sleeping ranks were not terminated promptly";
 }
 
 TEST(HoopRun, ARankKilledBySigkillGives137) {
@@ -355,7 +356,7 @@ TEST(HoopRun, ARankKilledBySigkillGives137) {
   EXPECT_EQ(f.exit_code, 137) << f.err;
   EXPECT_NE(f.err.find("hoop-run: rank 0 (pid "), std::string::npos) << f.err;
   EXPECT_NE(f.err.find("was killed by signal 9 (SIGKILL)"), std::string::npos) << f.err;
-  EXPECT_LT(f.seconds, 20);
+  EXPECT_LT(f.seconds, hoop::test::wall_bound(20));
 }
 
 TEST(HoopRun, RanksIgnoringSigtermGetSigkillAfterTheGrace) {
@@ -365,7 +366,7 @@ TEST(HoopRun, RanksIgnoringSigtermGetSigkillAfterTheGrace) {
   EXPECT_NE(f.err.find("rank 0 (pid "), std::string::npos) << f.err;
   EXPECT_NE(f.err.find("sending SIGKILL"), std::string::npos) << f.err;
   EXPECT_NE(f.err.find("consequence: rank 1 (pid "), std::string::npos) << f.err;
-  EXPECT_LT(f.seconds, 20);
+  EXPECT_LT(f.seconds, hoop::test::wall_bound(20));
 }
 
 TEST(HoopRun, ForwardsSigtermToTheRanks) {
@@ -382,7 +383,7 @@ TEST(HoopRun, ForwardsSigtermToTheRanks) {
   for (int r = 0; r < 3; ++r)
     EXPECT_NE(f.out.find(fmt::format("[{}] got-TERM", r)), std::string::npos) << f.out;
   EXPECT_NE(f.err.find("received SIGTERM"), std::string::npos) << f.err;
-  EXPECT_LT(f.seconds, 20);
+  EXPECT_LT(f.seconds, hoop::test::wall_bound(20));
   EXPECT_FALSE(shm_entry_exists(segment));
 }
 
@@ -395,7 +396,7 @@ TEST(HoopRun, TimeoutStopsTheJobWith124) {
   EXPECT_NE(f.err.find("rank 2 (pid "), std::string::npos) << f.err;
   EXPECT_EQ(f.err.find("rank 0 (pid "), std::string::npos) << f.err;
   EXPECT_GE(f.seconds, 0.9);
-  EXPECT_LT(f.seconds, 20);
+  EXPECT_LT(f.seconds, hoop::test::wall_bound(20));
 }
 
 TEST(HoopRun, RemovesTheJobsSharedMemoryOnEveryExit) {
@@ -431,7 +432,7 @@ TEST(HoopRun, KillsWhatARankLeavesBehind) {
   // The background sleep holds the rank's stdout open and would outlive it.
   auto f = run_hoop({"-n", "1", "--", "sh", "-c", "sleep 60 & echo bg=$!"});
   EXPECT_EQ(f.exit_code, 0) << f.err;
-  EXPECT_LT(f.seconds, 20);
+  EXPECT_LT(f.seconds, hoop::test::wall_bound(20));
   auto at = f.out.find("bg=");
   ASSERT_NE(at, std::string::npos) << f.out;
   const pid_t leftover = std::stoi(f.out.substr(at + 3));

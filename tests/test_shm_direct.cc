@@ -22,6 +22,7 @@
 #include "hoop/types.h"
 #include "support/collective_cases.h"
 #include "support/spawn.h"
+#include "support/test_scale.h"
 #include "transport/shm/shm_transport.h"
 
 namespace hoop::test {
@@ -413,7 +414,7 @@ TEST(ShmDirect, AKilledRankFailsTheSurvivorsWithinTheTimeout) {
       const double took = std::chrono::duration<double>(Clock::now() - start).count();
       EXPECT_TRUE(e.code() == ErrorCode::peer_failure || e.code() == ErrorCode::timeout) << e.what();
       EXPECT_NE(std::string(e.what()).find("rank 1"), std::string::npos) << e.what();
-      EXPECT_LT(took, 0.2 + 3.0 + 1.0) << e.what();
+      EXPECT_LT(took, 0.2 + 3.0 + wall_bound(1.0)) << e.what();
     }
   }, SpawnOptions{60s, {}, nullptr});
   EXPECT_EQ(results[kVictim].signal, SIGKILL);

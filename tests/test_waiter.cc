@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 
 #include "core/clock.h"
+#include "support/test_scale.h"
 
 namespace hoop::transport::detail {
 void force_futex_waitv_fallback(bool on);
@@ -28,6 +29,7 @@ namespace hoop::transport {
 namespace {
 
 using namespace std::chrono_literals;
+using test::wall_bound;
 
 double ms_since(TimePoint t0) { return seconds_between(t0, Clock::now()) * 1000.0; }
 
@@ -83,7 +85,7 @@ TEST_P(WaiterModes, TimeoutIsHonouredWhenNothingHappens) {
   w.wait(120ms);
   const double ms = ms_since(t0);
   EXPECT_GE(ms, 115.0);
-  EXPECT_LT(ms, 1000.0);
+  EXPECT_LT(ms, wall_bound(1000.0));
 }
 
 TEST_P(WaiterModes, InterruptFromAnotherThreadWakesAtOnce) {
@@ -99,7 +101,7 @@ TEST_P(WaiterModes, InterruptFromAnotherThreadWakesAtOnce) {
   const double ms = ms_since(t0);
   t.join();
   EXPECT_GE(ms, 45.0);
-  EXPECT_LT(ms, 1000.0);
+  EXPECT_LT(ms, wall_bound(1000.0));
 }
 
 TEST_P(WaiterModes, InterruptIsStickyUntilAWaitObservesIt) {
@@ -109,7 +111,7 @@ TEST_P(WaiterModes, InterruptIsStickyUntilAWaitObservesIt) {
   w.interrupt();
   auto t0 = Clock::now();
   w.wait(10s);
-  EXPECT_LT(ms_since(t0), 500.0);
+  EXPECT_LT(ms_since(t0), wall_bound(500.0));
   // Cleared by the wait that returned: the next one sleeps its full timeout.
   t0 = Clock::now();
   w.wait(80ms);
@@ -138,7 +140,7 @@ TEST_P(WaiterModes, NoInterruptIsLost) {
     worst_ms = std::max(worst_ms, ms_since(t0));
   }
   t.join();
-  EXPECT_LT(worst_ms, 2000.0);
+  EXPECT_LT(worst_ms, wall_bound(2000.0));
 }
 
 std::string mode_name(const ::testing::TestParamInfo<Mode>& param_info) {
@@ -164,7 +166,7 @@ TEST(Waiter, ReturnsAtOnceWhenAWordAlreadyDiffers) {
     if (with_fd) w.add_fd(p.read_end(), true, false);
     const auto t0 = Clock::now();
     w.wait(5s);
-    EXPECT_LT(ms_since(t0), 500.0) << "with_fd=" << with_fd;
+    EXPECT_LT(ms_since(t0), wall_bound(500.0)) << "with_fd=" << with_fd;
   }
 }
 
@@ -184,7 +186,7 @@ TEST(Waiter, DescriptorReadinessWakes) {
     const double ms = ms_since(t0);
     t.join();
     EXPECT_GE(ms, 45.0) << "mixed=" << mixed;
-    EXPECT_LT(ms, 1000.0) << "mixed=" << mixed;
+    EXPECT_LT(ms, wall_bound(1000.0)) << "mixed=" << mixed;
   }
 }
 
@@ -194,7 +196,7 @@ TEST(Waiter, WritableDescriptorReturnsAtOnce) {
   w.add_fd(p.write_end(), false, true);
   const auto t0 = Clock::now();
   w.wait(5s);
-  EXPECT_LT(ms_since(t0), 500.0);
+  EXPECT_LT(ms_since(t0), wall_bound(500.0));
 }
 
 // A word in memory shared with another process, bumped there and woken with wake_shared:
@@ -257,7 +259,7 @@ TEST_P(WaiterWords, MoreWordsThanOneFutexWaitvTakes) {
   while (words[190].load() == 0 && ms_since(t0) < 10000) w.wait(10s);
   const double ms = ms_since(t0);
   t.join();
-  EXPECT_LT(ms, 1000.0);
+  EXPECT_LT(ms, wall_bound(1000.0));
 }
 
 INSTANTIATE_TEST_SUITE_P(All, WaiterWords, ::testing::Bool(),
@@ -283,7 +285,7 @@ TEST(Waiter, MixedSleepWakesOnTheWordThenTheDescriptor) {
     const auto t0 = Clock::now();
     while (word.load() == static_cast<uint32_t>(round) && ms_since(t0) < 10000) w.wait(10s);
     t.join();
-    EXPECT_LT(ms_since(t0), 5000.0);
+    EXPECT_LT(ms_since(t0), wall_bound(5000.0));
     EXPECT_LE(w.kernel_sleeps() - before, 3u) << "round " << round;
   }
   w.reset();
@@ -297,7 +299,7 @@ TEST(Waiter, MixedSleepWakesOnTheWordThenTheDescriptor) {
   const auto t0 = Clock::now();
   w.wait(10s);
   t.join();
-  EXPECT_LT(ms_since(t0), 5000.0);
+  EXPECT_LT(ms_since(t0), wall_bound(5000.0));
 }
 
 // Kernels without futex_waitv: FUTEX_WAIT on the first word in 1 ms slices; the interrupt,
@@ -323,7 +325,7 @@ TEST(Waiter, FallbackWithoutFutexWaitv) {
   t0 = Clock::now();
   while (second.load() == 0 && ms_since(t0) < 10000) w.wait(10s);
   t.join();
-  EXPECT_LT(ms_since(t0), 1000.0);
+  EXPECT_LT(ms_since(t0), wall_bound(1000.0));
 
   Waiter bare;  // nothing registered: sleeps on the interrupt word for the whole timeout
   t0 = Clock::now();
@@ -336,7 +338,7 @@ TEST(Waiter, FallbackWithoutFutexWaitv) {
   t0 = Clock::now();
   bare.wait(10s);
   ti.join();
-  EXPECT_LT(ms_since(t0), 1000.0);
+  EXPECT_LT(ms_since(t0), wall_bound(1000.0));
 }
 
 }  // namespace

@@ -17,6 +17,10 @@ constexpr bool kSanitized = false;
 #endif
 constexpr double kSanitizerTimeFactor = kSanitized ? 4.0 : 1.0;
 
+// The bound a test puts on wall time: `release_seconds` in the release build, stretched under a
+// sanitizer. Every upper bound on elapsed time in the suites goes through it.
+constexpr double wall_bound(double release_seconds) { return release_seconds * kSanitizerTimeFactor; }
+
 bool small_scale();
 
 // 1..max_ranks; under small_scale() 1..16 and, above, the counts where shapes change (primes,
