@@ -181,7 +181,7 @@ class SendRecvTest : public ::testing::TestWithParam<const char*> {
     if (std::string(GetParam()) == "tcp") opts.env.emplace_back("HOOP_TRANSPORT", "tcp");
     auto results = run_ranks(4, [&](RankContext& ctx) {
       CommOptions copts;
-      copts.timeout = 10s;  // a deadlock fails in 10 s; the largest exchange takes about 1 s
+      copts.timeout = wall_bound(10s);  // a deadlock fails in 10 s; the largest exchange takes about 1 s
       auto comm = ctx.make_comm(copts);
       ctx.report("JOB " + comm->job_id());
       body(ctx, *comm);

@@ -62,7 +62,7 @@ class P2pTest : public ::testing::TestWithParam<const char*> {
     if (std::string(GetParam()) == "tcp") opts.env.emplace_back("HOOP_TRANSPORT", "tcp");
     auto results = run_ranks(n, [&](RankContext& ctx) {
       CommOptions copts;
-      copts.timeout = 10s;  // a deadlock fails in 10 s
+      copts.timeout = wall_bound(10s);  // a deadlock fails in 10 s
       auto comm = ctx.make_comm(copts);
       ctx.report(comm->job_id());
       body(ctx, *comm);
@@ -164,7 +164,7 @@ TEST(P2pOverAShapedLink, ASenderThatExitedStillDeliversWhatItSent) {
   opts.env.back().second = "1";  // the cached model, as edited
   auto results = run_ranks(4, [](RankContext& ctx) {
     CommOptions copts;
-    copts.timeout = 10s;
+    copts.timeout = wall_bound(10s);
     auto comm = ctx.make_comm(copts);
     ctx.report(comm->job_id());
     all_to_all(*comm, false);
@@ -427,7 +427,7 @@ TEST(P2pMixedHosts, ATcpSendersFirstMessageReachesARankAsleepOnSharedMemory) {
   auto results = run_ranks(3, [](RankContext& ctx) {
     ::setenv("HOOP_HOST_ID", ctx.rank < 2 ? "fake-host-a" : "fake-host-b", 1);
     CommOptions copts;
-    copts.timeout = 10s;  // a deadlock fails in 10 s
+    copts.timeout = wall_bound(10s);  // a deadlock fails in 10 s
     auto comm = ctx.make_comm(copts);
     ctx.report(comm->job_id());
     constexpr size_t kCount = 1000;

@@ -3,6 +3,8 @@
 // computation ten times slower or more, and `make test` covers the whole ground.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <vector>
 
 namespace hoop::test {
@@ -20,6 +22,13 @@ constexpr double kSanitizerTimeFactor = kSanitized ? 4.0 : 1.0;
 // The bound a test puts on wall time: `release_seconds` in the release build, stretched under a
 // sanitizer. Every upper bound on elapsed time in the suites goes through it.
 constexpr double wall_bound(double release_seconds) { return release_seconds * kSanitizerTimeFactor; }
+// The same for a timeout that only guards against a deadlock (a communicator's, say): it must
+// not fire on a run that is merely slow under a sanitizer.
+template <class Rep, class Period>
+constexpr std::chrono::milliseconds wall_bound(std::chrono::duration<Rep, Period> release) {
+  return std::chrono::milliseconds(
+      static_cast<int64_t>(std::chrono::duration<double, std::milli>(release).count() * kSanitizerTimeFactor));
+}
 
 bool small_scale();
 
