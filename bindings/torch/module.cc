@@ -3,6 +3,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "process_group_hoop.h"
+#include "shared_allocator.h"
 
 namespace py = pybind11;
 
@@ -22,4 +23,17 @@ PYBIND11_MODULE(_C, m) {
       py::arg("seconds"),
       "Waits (at most `seconds` per group) until every hoop group has finished and released "
       "the works issued so far; hoop_torch runs it at interpreter exit.");
+  m.def(
+      "_install_shared_allocator",
+      [](const c10::intrusive_ptr<c10d::ProcessGroup>& group, size_t min_bytes) {
+        auto* hoop_group = dynamic_cast<hoop_torch::ProcessGroupHoop*>(group.get());
+        if (hoop_group == nullptr) {
+          throw std::invalid_argument("shared_memory_allocations: the group is not a hoop group");
+        }
+        hoop_torch::install_shared_allocator(hoop_group->shared_communicator(), min_bytes);
+      },
+      py::arg("group"), py::arg("min_bytes"));
+  m.def("_remove_shared_allocator", &hoop_torch::remove_shared_allocator);
+  m.def("in_shared_allocation", &hoop_torch::in_shared_allocation, py::arg("tensor"),
+        "Whether the tensor's storage came from hoop_torch.shared_memory_allocations().");
 }

@@ -118,6 +118,7 @@ class ProcessGroupHoop : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
 
   hoop::Communicator& communicator() { return *comm_; }
+  const std::shared_ptr<hoop::Communicator>& shared_communicator() const { return comm_; }
 
   // Waits until every work issued so far has been completed and released, or until `limit`
   // passes; true when it did.

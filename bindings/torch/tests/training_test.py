@@ -7,6 +7,8 @@
 4. DDP with torch's own comm hooks, fp16_compress_hook and powerSGD_hook (whose callbacks issue
    further all_reduces and wait for them): trains as on gloo, parameters bit-identical on
    every rank.
+5. DDP whose gradient buckets torch allocated inside hoop_torch.shared_memory_allocations():
+   the gradients are views of buckets in shared memory, and it trains as on gloo.
 Exits non-zero on a mismatch, and with every thread's stack after HANG_SECONDS without an end.
 """
 import faulthandler
@@ -84,6 +86,11 @@ def same_on_every_rank(params, gloo, what, rank):
         close([p], [theirs], what, rank, rtol=0, atol=0)
 
 
+def fail(rank, what):
+    print(f"rank {rank}: {what}", file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
 def close(a, b, what, rank, rtol=1e-5, atol=1e-6):
     for i, (x, y) in enumerate(zip(a, b)):
         if not torch.allclose(x, y, rtol=rtol, atol=atol):
@@ -137,10 +144,37 @@ def main():
         close(with_hoop, hooked_ddp(gloo, rank, hook), f"DDP {hook.__name__} hoop vs gloo", rank,
               rtol=1e-3, atol=1e-4)
 
+    # DDP allocates its buckets at construction and again in the second step's forward; with
+    # the gradients as views of them, every gradient lives in shared memory after that.
+    model = make_model(seed=rank, width=WIDE)
+    with hoop_torch.shared_memory_allocations(min_bytes=1):
+        model = DDP(model, process_group=hoop, bucket_cap_mb=0.004, gradient_as_bucket_view=True)
+        opt = sgd(model)
+        train(model, opt, rank, steps=2)
+    try:
+        with hoop_torch.shared_memory_allocations(gloo):
+            fail(rank, "shared_memory_allocations() took a gloo group")
+    except ValueError as e:
+        if "not a hoop group" not in str(e):
+            fail(rank, f"shared_memory_allocations(gloo): {e}")
+    if hoop_torch.in_shared_allocation(torch.empty(1 << 20)):
+        fail(rank, "an allocation after shared_memory_allocations() ended took shared memory")
+    for step in range(2, STEPS):
+        x, y = batch(step, rank)
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        if not all(hoop_torch.in_shared_allocation(p.grad) for p in model.parameters()):
+            fail(rank, f"step {step}: a DDP gradient is not in shared memory")
+        opt.step()
+    with_shared = [p.detach().clone() for p in model.parameters()]
+    same_on_every_rank(with_shared, gloo, "DDP with shared-memory buckets across ranks", rank)
+    close(with_shared, with_gloo, "DDP with shared-memory buckets vs gloo", rank)
+
     dist.barrier()
     if rank == 0:
         print(f"training ok on {size} ranks: DDP hoop == gloo == one process, ZeRO(Adam) == Adam, "
-              "DDP with fp16_compress_hook and powerSGD_hook == gloo", flush=True)
+              "DDP with fp16_compress_hook and powerSGD_hook == gloo, DDP with buckets in shared memory == gloo",
+              flush=True)
     # Exit without destroy_process_group, works in flight: hoop_torch's exit hook lets them
     # finish and release their tensors before Python finalizes.
     for _ in range(50):
