@@ -492,7 +492,7 @@ void Engine::run(const schedule::RankSchedule& sched, DataType elem, int nranks,
                  std::vector<PeerCounters>& counters) {
   Timeline* timeline = Timeline::global();
   const int64_t start = timeline ? Timeline::now_ns() : 0;
-  std::optional<Run> links;
+  int peer = -1;  // the peer a link schedule waited on when it failed
   try {
     if (sched.shared_region) {
       if (!get_region_) throw_error(ErrorCode::internal, fmt::format("{}: this engine has no shared region", sched.algorithm));
@@ -500,16 +500,28 @@ void Engine::run(const schedule::RankSchedule& sched, DataType elem, int nranks,
       run_region_schedule(RegionRunArgs{port, waiter_, abort_, cfg_, failure_probe_, bounce_}, sched, elem, nranks,
                           bufs, id, stall_timeout, counters);
     } else {
-      links.emplace(get_link_, waiter_, abort_, cfg_, sched, elem, nranks, bufs, id, stall_timeout, counters,
-                    failure_probe_);
-      links->execute();
+      run_links(sched, elem, nranks, bufs, id, stall_timeout, counters, peer);
     }
     if (timeline) timeline->record_op(id, sched.algorithm, start, Timeline::now_ns());
   } catch (const Error& e) {
     if (e.seq() == id.seq && e.op() == to_string(id.op)) throw;
     // Errors raised by links or by opening the region lack the operation: add it.
-    const int peer = e.peer() >= 0 ? e.peer() : links ? links->current_peer() : -1;
-    throw Error(e.code(), e.detail(), ErrorContext{id.rank, std::string(to_string(id.op)), id.seq, peer});
+    throw Error(e.code(), e.detail(),
+                ErrorContext{id.rank, std::string(to_string(id.op)), id.seq, e.peer() >= 0 ? e.peer() : peer});
+  }
+}
+
+// Out of line: a link schedule's state is large, and the shared region's path (most calls on
+// one host) should not set it up.
+void Engine::run_links(const schedule::RankSchedule& sched, DataType elem, int nranks, const Buffers& bufs,
+                       const OpIdentity& id, std::chrono::milliseconds stall_timeout,
+                       std::vector<PeerCounters>& counters, int& failed_peer) {
+  Run links(get_link_, waiter_, abort_, cfg_, sched, elem, nranks, bufs, id, stall_timeout, counters, failure_probe_);
+  try {
+    links.execute();
+  } catch (const Error&) {
+    failed_peer = links.current_peer();
+    throw;
   }
 }
 

@@ -113,6 +113,11 @@ class Engine {
   void set_failure_probe(FailureProbe probe) { failure_probe_ = std::move(probe); }
 
  private:
+  // A schedule over links; `failed_peer`: the peer it waited on when it threw.
+  [[gnu::noinline]] void run_links(const schedule::RankSchedule& sched, DataType elem, int nranks, const Buffers& bufs,
+                                   const OpIdentity& id, std::chrono::milliseconds stall_timeout,
+                                   std::vector<PeerCounters>& counters, int& failed_peer);
+
   LinkGetter get_link_;
   RegionGetter get_region_;
   transport::Waiter& waiter_;
