@@ -45,11 +45,12 @@ bool direct_runs_here(OpType op, const schedule::Reach& reach) {
 }  // namespace
 
 void CommImpl::execute(const OpTask& t) {
-  const ErrorContext ctx{rank_, std::string(to_string(t.desc.op)), t.seq, -1};
+  // Built only when raised: the common call pays for no string.
+  const auto ctx = [&] { return ErrorContext{rank_, std::string(to_string(t.desc.op)), t.seq, -1}; };
   refuse_if_revoked(t);
   if (failure_) {
     throw_error(failure_->code(), fmt::format("the communicator is unusable after an earlier failure: {}", failure_->what()),
-                ctx);
+                ctx());
   }
   const auto timeout = t.opts.timeout.value_or(this->timeout());
   engine::OpIdentity id;
@@ -62,7 +63,7 @@ void CommImpl::execute(const OpTask& t) {
   id.comm_id = comm_id_;
   id.rank = rank_;
   try {
-    if (abort_flag_.load()) throw_error(ErrorCode::aborted, "the communicator was aborted", ctx);
+    if (abort_flag_.load()) throw_error(ErrorCode::aborted, "the communicator was aborted", ctx());
     if (signature_check_) {
       engine::OpIdentity check = id;
       check.phase = kSignaturePhase;
@@ -165,7 +166,7 @@ void CommImpl::run_schedule(const schedule::RankSchedule& s, DataType elem, cons
   if (s.scratch_count > 0) b.scratch = scratch_.get(s.scratch_count * dtype_size(elem));
   HOOP_TRACE("{} #{}: {} ({} steps)", to_string(id.op), id.seq, s.algorithm, s.steps.size());
   engine_.run(s, elem, size(), b, id, timeout, counters_);
-  last_algorithm_ = s.algorithm;
+  if (last_algorithm_ != s.algorithm) last_algorithm_ = s.algorithm;  // no copy per call
 }
 
 }  // namespace hoop::detail
