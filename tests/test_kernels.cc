@@ -390,6 +390,44 @@ TEST_P(ReduceTest, EveryIsaMatchesScalarReferenceBitForBit) {
   }
 }
 
+// reduce_fan_out: the result in dst and in every output, bit for bit what reduce() gives, on
+// sizes around its block (512 bytes) and across many blocks, outputs streamed or not, one
+// output being an input (in place), at element offsets that misalign the vector body.
+TEST_P(ReduceTest, FanOutGivesReduceThenCopiesBitForBit) {
+  const auto [dt, op] = GetParam();
+  const size_t size = dtype_size(dt);
+  constexpr size_t kLargest = 100003;
+  const size_t bytes = (kLargest + 3) * size;
+  std::mt19937_64 rng(99 + 16 * static_cast<int>(dt) + static_cast<int>(op));
+  Buffer a(bytes), b(bytes), ref(bytes), dst(bytes), out1(bytes), out2(bytes), in_place(bytes);
+  const size_t block = 512 / size;
+  for (size_t n : {size_t{0}, size_t{1}, size_t{5}, block - 1, block, block + 1, 3 * block + 7, kLargest}) {
+    for (size_t offset : {size_t{0}, size_t{1}}) {
+      SCOPED_TRACE("n " + std::to_string(n) + ", offset " + std::to_string(offset));
+      const auto at = [&](Buffer& buf) -> void* { return buf.at(offset * size); };
+      void *pa = at(a), *pb = at(b), *pref = at(ref), *pd = at(dst), *p1 = at(out1), *p2 = at(out2);
+      fill_random(pa, n, dt, rng);
+      fill_random(pb, n, dt, rng);
+      reduce(pref, pa, pb, n, dt, op);
+      const FanOut outs[] = {{p1, true}, {p2, false}};
+      reduce_fan_out(pd, pa, pb, n, dt, op, outs, 2);
+      EXPECT_EQ(compare(pa, pb, pd, pref, n, dt), "") << "dst";
+      EXPECT_EQ(compare(pa, pb, p1, pref, n, dt), "") << "streamed output";
+      EXPECT_EQ(compare(pa, pb, p2, pref, n, dt), "") << "cached output";
+
+      // In place: the output is the second input (each block read before it is written), and
+      // dst is the first.
+      void* pi = at(in_place);
+      std::memcpy(pd, pa, n * size);
+      std::memcpy(pi, pb, n * size);
+      const FanOut onto_input[] = {{pi, true}};
+      reduce_fan_out(pd, pd, pi, n, dt, op, onto_input, 1);
+      EXPECT_EQ(compare(pa, pb, pd, pref, n, dt), "") << "dst aliases a";
+      EXPECT_EQ(compare(pa, pb, pi, pref, n, dt), "") << "output is b";
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     AllDtypesAndOps, ReduceTest,
     ::testing::Combine(::testing::ValuesIn(kAllDataTypes), ::testing::ValuesIn(kAllRedOps)),
@@ -764,6 +802,17 @@ TEST(KernelErrors, BadArgumentsAreRefused) {
   expect_invalid_argument([&] { to_f32(buf, buf + 32, DataType::i32, 4); }, "kernels.to_f32");
   expect_invalid_argument([&] { to_f32(buf, buf + 1, DataType::f16, 4); }, "kernels.to_f32");
   expect_invalid_argument([&] { from_f32(nullptr, DataType::bf16, buf, 4); }, "kernels.from_f32");
+
+  // reduce_fan_out: an output partially over an input, over dst or over another output.
+  const FanOut shifted[] = {{buf + 33, false}};
+  expect_invalid_argument([&] { reduce_fan_out(buf, buf + 16, buf + 32, 8, DataType::f32, RedOp::sum, shifted, 1); },
+                          "kernels.reduce_fan_out");
+  const FanOut over_dst[] = {{buf + 4, true}};
+  expect_invalid_argument([&] { reduce_fan_out(buf, buf + 16, buf + 32, 8, DataType::f32, RedOp::sum, over_dst, 1); },
+                          "kernels.reduce_fan_out");
+  const FanOut crossing[] = {{buf + 48, false}, {buf + 52, true}};
+  expect_invalid_argument([&] { reduce_fan_out(buf, buf + 16, buf + 32, 8, DataType::f32, RedOp::sum, crossing, 2); },
+                          "kernels.reduce_fan_out");
 
   // Zero elements: nothing is touched, null buffers are fine.
   EXPECT_NO_THROW(reduce(nullptr, nullptr, nullptr, 0, DataType::f64, RedOp::prod));

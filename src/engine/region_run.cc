@@ -26,6 +26,12 @@ using transport::shm::RegionPort;
 // pieces (each call pins the peer's pages), small enough to stay in cache for the reduction.
 constexpr size_t kBouncePiece = size_t{1} << 20;
 
+// fused_fan_out's list of outputs, kept from one call to the next (no allocation per call).
+std::vector<kernels::FanOut>& fan_outs() {
+  thread_local std::vector<kernels::FanOut> outs;
+  return outs;
+}
+
 class RegionRun {
  public:
   RegionRun(const RegionRunArgs& args, const schedule::RankSchedule& sched, DataType elem, int nranks,
@@ -309,6 +315,55 @@ class RegionRun {
     return true;
   }
 
+  // A reduction's last input (a `read_reduce`, or the fused first pair when there are two)
+  // followed by copies of its result to outputs (`write` to peers' buffers this process maps,
+  // `copy` to its own): reduced and copied a block at a time (kernels::reduce_fan_out), so that
+  // the outputs are written while the inputs are read rather than in passes over the whole
+  // result after it. Returns how many actions it ran (0: the pattern is not here).
+  size_t fused_fan_out(const std::vector<Action>& actions, size_t i) {
+    const Action& a = actions[i];
+    const Action* pair = nullptr;  // the first pair's second action, when fused
+    if (a.kind == ActionKind::read && i + 1 < actions.size()) {
+      const Action& b = actions[i + 1];
+      if (b.kind != ActionKind::read_reduce || !same_range(b.src, a.dst) || !same_range(b.dst, a.dst)) return 0;
+      pair = &b;
+    } else if (a.kind != ActionKind::read_reduce) {
+      return 0;
+    }
+    const schedule::Range& result = a.dst;
+    size_t end = i + (pair ? 2 : 1);
+    bool writes_to_peer = false, all_streamed = true;
+    for (; end < actions.size(); ++end) {
+      const Action& w = actions[end];
+      if ((w.kind != ActionKind::write && w.kind != ActionKind::copy) || !same_range(w.src, result)) break;
+      writes_to_peer = writes_to_peer || (w.kind == ActionKind::write && w.peer != me_);
+      all_streamed = all_streamed && w.stream;
+    }
+    // Only where the outputs go around the caches to peers' buffers (zero copy, large): in
+    // cache, and for the slots' copies, the blocks measured slower than the passes.
+    if (end == i + (pair ? 2 : 1) || result.count == 0 || !writes_to_peer || !all_streamed) return 0;
+    // Where the peers' buffers are is known once they published: wait first.
+    for (size_t k = i; k < end; ++k) wait(actions[k].peer, actions[k].flag);
+    const std::byte* first = pair ? remote_ptr(a) : ptr(a.src);
+    const std::byte* second = remote_ptr(pair ? *pair : a);
+    if (!first || !second) return 0;
+    outs_.clear();
+    for (size_t k = i + (pair ? 2 : 1); k < end; ++k) {
+      const Action& w = actions[k];
+      std::byte* dst = w.kind == ActionKind::write ? remote_ptr(w) : ptr(w.dst);
+      if (!dst) return 0;  // through the kernel: action by action
+      if (dst != ptr(result)) outs_.push_back(kernels::FanOut{dst, w.stream});
+    }
+    kernels::reduce_fan_out(ptr(result), first, second, result.count, elem_, id_.redop, outs_.data(), outs_.size());
+    for (size_t k = i; k < end; ++k) {
+      const Action& x = actions[k];
+      if (x.kind == ActionKind::copy || x.peer == me_) continue;  // local
+      if (x.kind == ActionKind::write) counters_[static_cast<size_t>(x.peer)].sent += x.src.count * esize_;
+      else counters_[static_cast<size_t>(x.peer)].received += x.dst.count * esize_;
+    }
+    return end - i;
+  }
+
   void run_steps(const std::vector<schedule::Step>& steps, size_t first) {
     for (size_t k = 0; k < steps.size(); ++k) {
       step_ = first + k;
@@ -319,6 +374,8 @@ class RegionRun {
         const Action* next = i + 1 < n ? &actions[i + 1] : nullptr;
         if (timeline_) [[unlikely]] {
           i += traced(a, next);
+        } else if (const size_t ran = fused_fan_out(actions, i)) {
+          i += ran - 1;
         } else if (fused_first_pair(a, next)) {
           ++i;
         } else {
@@ -361,6 +418,7 @@ class RegionRun {
   std::vector<PeerCounters>& counters_;
   Timeline* timeline_ = Timeline::global();
   size_t step_ = 0;
+  std::vector<kernels::FanOut>& outs_ = fan_outs();  // fused_fan_out's outputs
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <emmintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -19,10 +20,15 @@ void copy_stream(void* dst, const void* src, size_t bytes) {
     if (bytes > 0) std::memcpy(dst, src, bytes);
     return;
   }
+  copy_stream_piece(dst, src, bytes);
+  stream_fence();
+}
+
+void copy_stream_piece(void* dst, const void* src, size_t bytes) {
   auto* d = static_cast<char*>(dst);
   const auto* s = static_cast<const char*>(src);
   // Up to the first 16-byte boundary of the destination, as a plain copy.
-  const size_t head = (16 - (reinterpret_cast<uintptr_t>(d) & 15)) & 15;
+  const size_t head = std::min<size_t>((16 - (reinterpret_cast<uintptr_t>(d) & 15)) & 15, bytes);
   std::memcpy(d, s, head);
   d += head;
   s += head;
@@ -40,8 +46,9 @@ void copy_stream(void* dst, const void* src, size_t bytes) {
     _mm_stream_si128(reinterpret_cast<__m128i*>(d + 48), e);
   }
   std::memcpy(d, s, left);
-  // Streaming stores are weakly ordered: make them visible before a later flag is published.
-  _mm_sfence();
 }
+
+// Streaming stores are weakly ordered: make them visible before a later flag is published.
+void stream_fence() { _mm_sfence(); }
 
 }  // namespace hoop::kernels

@@ -10,4 +10,9 @@ namespace hoop::kernels {
 // dst = src for `bytes` bytes (no overlap). Small copies go through memcpy.
 void copy_stream(void* dst, const void* src, size_t bytes);
 
+// A piece of a longer streamed copy, whatever its size and without the fence: the caller
+// ends the whole copy with stream_fence() before anything that publishes it.
+void copy_stream_piece(void* dst, const void* src, size_t bytes);
+void stream_fence();
+
 }  // namespace hoop::kernels
