@@ -280,14 +280,21 @@ class RegionRun {
       case ActionKind::write:
         wait(a.peer, a.flag);
         write(a);
-        if (a.peer != me_) counters_[static_cast<size_t>(a.peer)].sent += a.src.count * esize_;
-        return;
+        break;
       default:
         throw_error(ErrorCode::internal,
                     fmt::format("{}: a schedule of the shared region holds a send or receive", sched_.algorithm),
                     ctx(a.peer));
     }
-    if (a.peer != me_) counters_[static_cast<size_t>(a.peer)].received += a.dst.count * esize_;
+    count_moved(a);
+  }
+
+  // CommStats: the bytes a read, a read_reduce or a write moved from or to another rank.
+  void count_moved(const Action& a) {
+    if (a.peer == me_ || a.peer < 0 || a.kind == ActionKind::copy) return;
+    PeerCounters& c = counters_[static_cast<size_t>(a.peer)];
+    if (a.kind == ActionKind::write) c.sent += a.src.count * esize_;
+    else c.received += a.dst.count * esize_;
   }
 
   static bool same_range(const schedule::Range& x, const schedule::Range& y) {
@@ -309,9 +316,8 @@ class RegionRun {
     wait(a.peer, a.flag);
     wait(next->peer, next->flag);
     kernels::reduce(ptr(a.dst), first, second, a.dst.count, elem_, id_.redop);
-    for (const Action* x : {&a, next}) {
-      if (x->peer != me_) counters_[static_cast<size_t>(x->peer)].received += x->dst.count * esize_;
-    }
+    count_moved(a);
+    count_moved(*next);
     return true;
   }
 
@@ -331,7 +337,8 @@ class RegionRun {
       return 0;
     }
     const schedule::Range& result = a.dst;
-    size_t end = i + (pair ? 2 : 1);
+    const size_t tail = i + (pair ? 2 : 1);  // the first copy of the result
+    size_t end = tail;
     bool writes_to_peer = false, all_streamed = true;
     for (; end < actions.size(); ++end) {
       const Action& w = actions[end];
@@ -341,26 +348,21 @@ class RegionRun {
     }
     // Only where the outputs go around the caches to peers' buffers (zero copy, large): in
     // cache, and for the slots' copies, the blocks measured slower than the passes.
-    if (end == i + (pair ? 2 : 1) || result.count == 0 || !writes_to_peer || !all_streamed) return 0;
+    if (end == tail || result.count == 0 || !writes_to_peer || !all_streamed) return 0;
     // Where the peers' buffers are is known once they published: wait first.
     for (size_t k = i; k < end; ++k) wait(actions[k].peer, actions[k].flag);
     const std::byte* first = pair ? remote_ptr(a) : ptr(a.src);
     const std::byte* second = remote_ptr(pair ? *pair : a);
     if (!first || !second) return 0;
     outs_.clear();
-    for (size_t k = i + (pair ? 2 : 1); k < end; ++k) {
+    for (size_t k = tail; k < end; ++k) {
       const Action& w = actions[k];
       std::byte* dst = w.kind == ActionKind::write ? remote_ptr(w) : ptr(w.dst);
       if (!dst) return 0;  // through the kernel: action by action
       if (dst != ptr(result)) outs_.push_back(kernels::FanOut{dst, w.stream});
     }
     kernels::reduce_fan_out(ptr(result), first, second, result.count, elem_, id_.redop, outs_.data(), outs_.size());
-    for (size_t k = i; k < end; ++k) {
-      const Action& x = actions[k];
-      if (x.kind == ActionKind::copy || x.peer == me_) continue;  // local
-      if (x.kind == ActionKind::write) counters_[static_cast<size_t>(x.peer)].sent += x.src.count * esize_;
-      else counters_[static_cast<size_t>(x.peer)].received += x.dst.count * esize_;
-    }
+    for (size_t k = i; k < end; ++k) count_moved(actions[k]);
     return end - i;
   }
 
