@@ -1,7 +1,7 @@
 // The cost model's processor part: ranks that share a machine's cores (more of them than cores)
 // pay the machine's processor time per step, a receive from a peer heard from before and a
 // forwarded chunk a hand-over per rank of a core; a link that takes bursts faster than it sustains holds an operation's bytes to its
-// sustained rate; the calibration's arithmetic; and the symmetric forms against the full walk
+// sustained rate, and directions taking turns regain only its burst; the calibration's arithmetic; and the symmetric forms against the full walk
 // under all of it.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "schedule/schedule_builders.h"
+#include "tuner/calibration.h"
 #include "tuner/cost_model.h"
 #include "tuner/cpu_calibration.h"
 #include "tuner/pricing.h"
@@ -144,6 +145,51 @@ TEST(TunerContention, ALinkTakingBurstsIsHeldToItsSustainedRate) {
   EXPECT_NEAR(tuner::predict_schedules({a, b}, 4, links, m).seconds, 120e-6, 1e-12);
 }
 
+// A host whose two directions take turns (receive everything, then send it all) regains only
+// the link's burst while one of them waits; an exchange keeps both busy and regains nothing.
+TEST(TunerContention, DirectionsTakingTurnsRegainOnlyTheBurst) {
+  const auto topo = one_rank_per_host(2);
+  const LinkView links{&topo, LinkView::Force::none};
+  RankSchedule a, b;
+  a.steps.push_back({{schedule::recv_copy_from(1, into(1000))}});
+  a.steps.push_back({{schedule::send_to(1, elems(1000))}});
+  b.steps.push_back({{schedule::send_to(0, elems(1000))}});
+  b.steps.push_back({{schedule::recv_copy_from(0, into(1000))}});
+  CostModel m = round_model(0);
+  m.tcp.sustained = 1e8;
+  // Burst not measured: the directions overlap, 4000 B each way at 100 MB/s.
+  EXPECT_NEAR(tuner::predict_schedules({a, b}, 4, links, m).seconds, 40e-6, 1e-12);
+  // A 1000 B burst: each direction regains 1000 B while the other works; 8000 - 2000 B in turn.
+  m.tcp.burst = 1000;
+  EXPECT_NEAR(tuner::predict_schedules({a, b}, 4, links, m).seconds, 60e-6, 1e-12);
+  // A burst as large as a direction's bytes: they overlap again.
+  m.tcp.burst = 4000;
+  EXPECT_NEAR(tuner::predict_schedules({a, b}, 4, links, m).seconds, 40e-6, 1e-12);
+  // Three steps of an exchange: 12000 B each way, whatever the burst.
+  RankSchedule x, y;
+  for (int k = 0; k < 3; ++k) {
+    x.steps.push_back({{schedule::send_to(1, elems(1000)), schedule::recv_copy_from(1, into(1000))}});
+    y.steps.push_back({{schedule::send_to(0, elems(1000)), schedule::recv_copy_from(0, into(1000))}});
+  }
+  m.tcp.burst = 1000;
+  EXPECT_NEAR(tuner::predict_schedules({x, y}, 4, links, m).seconds, 120e-6, 1e-12);
+}
+
+// The burst from a message sent in its turn (a half trip of a large ping-pong).
+TEST(TunerContention, CalibrationTellsTheBurstFromATurn) {
+  const double latency = 40e-6, burst_rate = 1.5e9, sustained = 1.25e8;
+  const size_t bytes = 1 << 20;
+  auto first = [&](double burst) {
+    return latency + burst / burst_rate + (static_cast<double>(bytes) - burst) / sustained;
+  };
+  EXPECT_NEAR(tuner::burst_from_turn(bytes, first(250000), latency, burst_rate, sustained), 250000, 1e-3);
+  // All of it rode the burst: at least the message.
+  EXPECT_EQ(tuner::burst_from_turn(bytes, latency + 1e-6, latency, burst_rate, sustained),
+            static_cast<double>(bytes));
+  // Slower than the sustained rate (a busy machine): a packet, never 0 (unmeasured).
+  EXPECT_EQ(tuner::burst_from_turn(bytes, first(0) * 2, latency, burst_rate, sustained), 1500);
+}
+
 TEST(TunerContention, FurtherMessagesCostTheirProcessorTimeOnceMeasured) {
   const auto topo = one_rank_per_host(3);
   const LinkView links{&topo, LinkView::Force::none};
@@ -158,16 +204,19 @@ TEST(TunerContention, FurtherMessagesCostTheirProcessorTimeOnceMeasured) {
 TEST(TunerContention, ModelJsonKeepsTheProcessorPart) {
   CostModel m = round_model(6);
   m.tcp.sustained = 1.25e8;
+  m.tcp.burst = 250000;
   const CostModel back = tuner::model_from_json(tuner::to_json(m));
   EXPECT_EQ(back.tcp.cpu, m.tcp.cpu);
   EXPECT_EQ(back.tcp.cpu_byte, m.tcp.cpu_byte);
   EXPECT_EQ(back.tcp.handoff, m.tcp.handoff);
   EXPECT_EQ(back.tcp.sustained, m.tcp.sustained);
+  EXPECT_EQ(back.tcp.burst, m.tcp.burst);
   EXPECT_EQ(back.cores, 6);
   // A model written before these fields: unknown, hence not priced.
   const CostModel old = tuner::model_from_json(R"({"tcp": {"alpha_s": 1e-5, "beta_Bps": 1e9}})");
   EXPECT_EQ(old.tcp.cpu, 0);
   EXPECT_EQ(old.tcp.sustained, 0);
+  EXPECT_EQ(old.tcp.burst, 0);
   EXPECT_EQ(old.tcp.sustained_rate(), 1e9);
   EXPECT_EQ(old.cores, 0);
   EXPECT_NE(tuner::to_table(m).find("cores 6"), std::string::npos);

@@ -35,12 +35,17 @@ constexpr size_t kBurstBytes = 64 << 10;
 constexpr int kLargeTrips = 4;
 constexpr size_t kLargeBytes = 1 << 20;
 // A stream of large messages from rank 0 to its partner: the partner times all but the first
-// (which may ride a burst) as they arrive.
-constexpr int kStreamMessages = 4;
+// (which may ride a burst) as they arrive; at least 4 (the gaps between the others, less the
+// shortest and the longest).
+constexpr int kStreamMessages = 6;
+static_assert(kStreamMessages >= 4);
+// Large trips over a shaped link: each direction idles while the other carries a message, as a
+// naive root's do, and regains the bucket's burst (the first trip warms the connection up).
+constexpr int kTurnTrips = 3;
 
 // The cache's layout and what it measures; a cache of another format is measured again (one
-// written before the processor figures existed would leave them unmeasured).
-constexpr int kCacheFormat = 2;
+// written before the processor figures or the burst existed would leave them unmeasured).
+constexpr int kCacheFormat = 3;
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -71,7 +76,10 @@ std::vector<double> ping_pong(Communicator& comm, int partner, size_t bytes, int
 }
 
 // The rate of a stream of kStreamMessages large messages from rank 0 to `partner`, as the
-// partner sees them arrive after the first; the partner tells rank 0.
+// partner sees them arrive after the first: one message over the mean gap between two
+// arrivals, the shortest and the longest gap left out, so that one late look at the clock
+// (the partner not running when a message landed) moves it neither way. The partner tells
+// rank 0.
 double stream_rate(Communicator& comm, int partner, std::vector<uint8_t>& buf) {
   double rate = 0;
   if (comm.rank() == 0) {
@@ -79,9 +87,18 @@ double stream_rate(Communicator& comm, int partner, std::vector<uint8_t>& buf) {
     comm.recv(&rate, 1, DataType::f64, partner);
   } else {
     comm.recv(buf.data(), kLargeBytes, DataType::u8, 0);
-    const auto t0 = Clock::now();
-    for (int i = 1; i < kStreamMessages; ++i) comm.recv(buf.data(), kLargeBytes, DataType::u8, 0);
-    rate = static_cast<double>(kLargeBytes) * (kStreamMessages - 1) / std::max(seconds(Clock::now() - t0), 1e-9);
+    auto last = Clock::now();
+    std::vector<double> gaps;
+    for (int i = 1; i < kStreamMessages; ++i) {
+      comm.recv(buf.data(), kLargeBytes, DataType::u8, 0);
+      const auto now = Clock::now();
+      gaps.push_back(seconds(now - last));
+      last = now;
+    }
+    std::sort(gaps.begin(), gaps.end());
+    double middle = 0;
+    for (size_t i = 1; i + 1 < gaps.size(); ++i) middle += gaps[i];
+    rate = static_cast<double>(kLargeBytes) * static_cast<double>(gaps.size() - 2) / std::max(middle, 1e-9);
     comm.send(&rate, 1, DataType::f64, 0);
   }
   return rate;
@@ -92,8 +109,8 @@ enum class PairKind { shared_memory, loopback, network };
 // alpha and beta of the link between rank 0 and `partner` (only rank 0's result means anything).
 // Shared memory: beta from the fastest large trip. TCP: beta from the fastest burst trip or the
 // stream; over a network, the stream's rate as what the host's link sustains when it is well
-// below a burst's (a token bucket takes bursts faster than its rate). Over loopback a slow
-// stream means the cores were busy: taken for shaping, it would shrink every receive window.
+// below a burst's (a token bucket takes bursts faster than its rate), and that link's burst
+// from the fastest half of a large trip. Over loopback a slow stream means the cores were busy: taken for shaping, it would shrink every receive window.
 LinkCost measure_pair(Communicator& comm, int partner, const LinkCost& fallback, PairKind kind) {
   const bool tcp = kind != PairKind::shared_memory;
   std::vector<uint8_t> buf(kLargeBytes, 1);
@@ -104,6 +121,7 @@ LinkCost measure_pair(Communicator& comm, int partner, const LinkCost& fallback,
   if (tcp) {
     burst = ping_pong(comm, partner, kBurstBytes, kBurstTrips, buf);
     stream = stream_rate(comm, partner, buf);
+    if (kind == PairKind::network) large = ping_pong(comm, partner, kLargeBytes, kTurnTrips, buf);
   } else {
     ping_pong(comm, partner, kLargeBytes, 1, buf);
     large = ping_pong(comm, partner, kLargeBytes, kLargeTrips, buf);
@@ -114,7 +132,10 @@ LinkCost measure_pair(Communicator& comm, int partner, const LinkCost& fallback,
   if (tcp) {
     l.beta = std::max(rate(kBurstBytes, fastest(burst), l.alpha), stream);
     constexpr double kBurstier = 0.8;
-    if (kind == PairKind::network && stream < kBurstier * l.beta) l.sustained = stream;
+    if (kind == PairKind::network && stream < kBurstier * l.beta) {
+      l.sustained = stream;
+      l.burst = burst_from_turn(kLargeBytes, fastest(large), l.alpha, l.beta, l.sustained);
+    }
   } else {
     l.beta = rate(kLargeBytes, fastest(large), l.alpha);
   }
@@ -145,6 +166,15 @@ void measure_local(CostModel& m) {
   const double bytes = static_cast<double>(n * sizeof(float));
   m.gamma = best_reduce / bytes;
   m.copy = best_copy / bytes;
+}
+
+double burst_from_turn(size_t bytes, double seconds, double latency, double burst_rate, double sustained) {
+  // seconds - latency = D / burst_rate + (bytes - D) / sustained, for a burst of D bytes.
+  const double per_byte_saved = 1 / sustained - 1 / burst_rate;
+  if (per_byte_saved <= 0) return 0;
+  const double d = (static_cast<double>(bytes) / sustained - (seconds - latency)) / per_byte_saved;
+  constexpr double kOnePacket = 1500;  // a bucket passes at least a packet; 0 would mean unmeasured
+  return std::clamp(d, kOnePacket, static_cast<double>(bytes));
 }
 
 std::string calibration_cache_path(const std::string& host_id) {

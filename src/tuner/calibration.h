@@ -39,6 +39,11 @@ std::string calibration_cache_path(const std::string& host_id);
 // The model in the cache if it covers the classes asked for; else nullopt.
 std::optional<CostModel> read_calibration_cache(const std::string& path, bool need_shm, bool need_tcp);
 void write_calibration_cache(const std::string& path, const CostModel& m, bool has_shm, bool has_tcp);
+// The burst of a shaped link (LinkCost::burst) from a message of `bytes` sent in its turn (the
+// direction idle while the other carried the previous one) that took `seconds` including
+// `latency`: the part that went at `burst_rate` rather than at `sustained`; at least a packet,
+// at most `bytes` (the whole message rode the burst).
+double burst_from_turn(size_t bytes, double seconds, double latency, double burst_rate, double sustained);
 // gamma and copy from timing the kernels on this core.
 void measure_local(CostModel& m);
 

@@ -30,6 +30,10 @@ struct LinkCost {
   // Bytes per second a host's link sustains over a whole operation in each direction, when it
   // takes a burst faster than that (a token bucket): 0, the same as endpoint_beta.
   double sustained = 0;
+  // Bytes such a link passes at its burst rate after a pause (a token bucket's depth): what a
+  // direction regains while the schedule keeps it idle. 0: not measured (the two directions
+  // are then taken to overlap across steps as well as within one).
+  double burst = 0;
   double sustained_rate() const { return sustained > 0 ? sustained : endpoint_beta; }
 };
 

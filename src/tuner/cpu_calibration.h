@@ -15,7 +15,8 @@ namespace hoop::tuner {
 
 // Called by rank 0 and `partner` (a rank of rank 0's machine) together. On rank 0, sets l.cpu,
 // l.cpu_byte and l.handoff when both could be pinned and the figures make sense; otherwise,
-// and on the partner, leaves l as it is.
+// and on the partner, leaves l as it is. Over a shaped link (l.sustained > 0 on rank 0) each
+// round waits first for the link's token buckets to refill for it.
 void measure_processor(Communicator& comm, int partner, LinkCost& l);
 
 // The processors this machine has online (what the engine compares its ranks with).

@@ -361,18 +361,28 @@ class Evaluator {
   }
 
 
-  // The whole operation's tcp bytes of r's host in its busier direction over what the link
-  // sustains (0 when it sustains what it takes in a burst).
+  // The whole operation's tcp bytes of r's host over what the link sustains (0 when it
+  // sustains what it takes in a burst): at least its busier direction's. Within a step the two
+  // directions run at once; from step to step they do only as far as the schedule keeps both
+  // busy. A direction idle while the other works (a naive root receives everything, then sends
+  // it all) regains at most the link's burst, so the rest of its bytes wait for the other's.
+  // A ring or an exchange moves as much each way in every step and never regains any.
   double sustained_seconds(int r) {
     if (m_.tcp.sustained <= 0) return 0;
     const RankInfo& ri = info(r);
-    double out = 0, in = 0;
+    double out = 0, in = 0, in_turns = 0;
     for (size_t k = 0; k < ri.nsteps(); ++k) {
       const auto [o, i] = host_tcp(r, static_cast<int>(k));
       out += o;
       in += i;
+      in_turns += std::max(o, i);
     }
-    return std::max(out, in) / m_.tcp.sustained;
+    double bytes = std::max(out, in);
+    if (m_.tcp.burst > 0) {
+      const double regained = std::min(m_.tcp.burst, in_turns - out) + std::min(m_.tcp.burst, in_turns - in);
+      bytes = std::max(bytes, in_turns - regained);
+    }
+    return bytes / m_.tcp.sustained;
   }
 
   // Extra wait of step k of rank r for senders that forward what they receive: the pipeline

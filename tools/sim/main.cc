@@ -46,7 +46,7 @@ struct SimArgs {
   int hosts = 0;           // 0: from ranks_per_host, else one rank per host
   int ranks_per_host = 0;  // 0: from hosts
   std::string link, latency, stream, shm_bw, shm_latency, reduce_bw, model_file;
-  std::string sustained, cpu, cpu_per_kib, handoff;
+  std::string sustained, burst, cpu, cpu_per_kib, handoff;
   int machines = 0;  // 0: one per host
   int cores = -1;    // -1: the model's
   std::string collective, min_text = "1K", max_text = "1G", dtype_text = "f32", algo_text, json_file;
@@ -140,6 +140,9 @@ int main(int argc, char** argv) {
   app.add_option("--sustained", a.sustained,
                  "what a host's link sustains over a whole operation when it takes bursts at --link "
                  "(a token bucket), e.g. 950Mbps");
+  app.add_option("--burst", a.burst,
+                 "bytes such a link passes at --link after a pause (the bucket's depth), e.g. 256K: what a "
+                 "direction regains while the other works");
   app.add_option("--cpu", a.cpu, "processor time of a message between hosts at each end, e.g. 8us");
   app.add_option("--cpu-per-kib", a.cpu_per_kib, "processor time per KiB between hosts at each end, e.g. 0.5us");
   app.add_option("--handoff", a.handoff,
@@ -200,6 +203,11 @@ int main(int argc, char** argv) {
     if (!a.shm_latency.empty()) model.shm.alpha = duration_or_die(a.shm_latency, "--shm-latency");
     if (!a.reduce_bw.empty()) model.gamma = 1.0 / rate_or_die(a.reduce_bw, "--reduce-bw");
     if (!a.sustained.empty()) model.tcp.sustained = rate_or_die(a.sustained, "--sustained");
+    if (!a.burst.empty()) {
+      const auto burst = hoop::bench::parse_bytes(a.burst);
+      if (!burst) usage_error(fmt::format("--burst '{}' is not a size such as 256K", a.burst));
+      model.tcp.burst = static_cast<double>(*burst);
+    }
     if (!a.cpu.empty()) model.tcp.cpu = duration_or_die(a.cpu, "--cpu");
     if (!a.cpu_per_kib.empty()) model.tcp.cpu_byte = duration_or_die(a.cpu_per_kib, "--cpu-per-kib") / 1024;
     if (!a.handoff.empty()) model.tcp.handoff = duration_or_die(a.handoff, "--handoff");
