@@ -83,14 +83,14 @@ TEST(TunerContention, RanksSharingCoresPayTheMachinesProcessorTime) {
   }
 }
 
-TEST(TunerContention, AnExchangeAddsAHandOverPerRankOfACore) {
+TEST(TunerContention, AnExchangeAddsTwoHandOversPerRankOfACore) {
   const auto topo = one_rank_per_host(2);
   const std::vector<int> one_machine(2, 0);
   // Ranks 0 and 1 send to and receive from each other on one core: 2 x 14 us of processor,
-  // and a hand-over (2 us) per rank of the core.
+  // and two hand-overs (2 us) per rank of the core: the partner's turn, then its own.
   const auto p = tuner::predict_schedules(ring_step(2), 4, LinkView{&topo, LinkView::Force::none, &one_machine},
                                           round_model(1));
-  EXPECT_NEAR(p.seconds, 28e-6 + 2 * 2e-6, 1e-12);
+  EXPECT_NEAR(p.seconds, 28e-6 + 2 * 2 * 2e-6, 1e-12);
 }
 
 TEST(TunerContention, AReceiveFromAPeerHeardFromBeforeWaitsForItsTurn) {

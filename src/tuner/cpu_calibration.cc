@@ -19,7 +19,7 @@ constexpr size_t kSmall = 8;
 constexpr size_t kLarge = 4096;
 constexpr int kBurst = 8;
 constexpr int kWarmup = 2;
-constexpr int kRounds = 8;
+constexpr int kRounds = 16;
 
 // The fastest of kRounds rounds of `k` messages of `bytes` each way (rank 0 sends first). Over
 // a shaped link (rank 0 knows its sustained rate) rank 0 first lets the token buckets refill

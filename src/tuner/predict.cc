@@ -320,9 +320,10 @@ class Evaluator {
   }
 
   // The hand-over a step of r waits for (0: none): a receive from a peer that r exchanges with
-  // in that step or talked to in an earlier one. That peer sends once it has run since: it
-  // waits for its turn on its core (a ring's predecessor, an exchange partner). A message its
-  // sender could send at once (a naive root's receives, a ring's first step) does not.
+  // in that step (two turns, exchange_turns) or talked to in an earlier one. That peer sends
+  // once it has run since: it waits for its turn on its core (a ring's predecessor, an
+  // exchange partner). A message its sender could send at once (a naive root's receives, a
+  // ring's first step) does not.
   double chained_handoff(int r, int k) {
     std::vector<double>& memo = chained_[r];
     if (memo.empty()) {
@@ -333,9 +334,10 @@ class Evaluator {
         const std::span<const Conn> conns = ri.step_conns(step);
         for (const Conn& in : conns) {
           if (in.out) continue;
-          bool chained = talked.contains(in.peer);
-          for (const Conn& out : conns) chained = chained || (out.out && out.peer == in.peer);
-          if (chained) memo[step] = std::max(memo[step], m_.link(in.cls).handoff);
+          bool exchange = false;
+          for (const Conn& out : conns) exchange = exchange || (out.out && out.peer == in.peer);
+          const bool chained = exchange || talked.contains(in.peer);
+          if (chained) memo[step] = std::max(memo[step], exchange_turns(exchange) * m_.link(in.cls).handoff);
         }
         for (const Conn& c : conns) talked.insert(c.peer);
       }

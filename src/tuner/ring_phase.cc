@@ -88,8 +88,10 @@ void add_ring_phase(const RingView& v, const Phase& ph, double elem, const CostM
         machine += v.machine_message_cpu + bytes(p, v.pos, ph.send_off, k) * v.machine_out_byte_cpu +
                    bytes(p, v.pos, ph.recv_off, k) * v.machine_in_byte_cpu;
       }
-      const bool chained = !(ph.first_contact && cuts[i] == 0) || v.n == 2;
-      price = contended_price(price, machine, chained ? m.link(v.in_cls).handoff : 0, v.contention);
+      const bool exchange = v.n == 2;  // the predecessor is the successor
+      const bool chained = !(ph.first_contact && cuts[i] == 0) || exchange;
+      price = contended_price(price, machine, chained ? exchange_turns(exchange) * m.link(v.in_cls).handoff : 0,
+                              v.contention);
     }
     t.seconds += price * len;
     t.sent += sent * len;
