@@ -1,8 +1,10 @@
 // The cost model's processor part: ranks that share a machine's cores (more of them than cores)
 // pay the machine's processor time per step, a receive from a peer heard from before and a
-// forwarded chunk a hand-over per rank of a core; a link that takes bursts faster than it sustains holds an operation's bytes to its
-// sustained rate, and directions taking turns regain only its burst; the calibration's arithmetic; and the symmetric forms against the full walk
-// under all of it.
+// forwarded chunk a hand-over per rank of a core, an exchange two; a link that takes bursts
+// faster than it sustains holds an operation's bytes to its sustained rate, directions taking
+// turns regain only its burst, and a forwarded slice beyond the burst goes at the sustained
+// rate; the calibration's arithmetic; and the symmetric forms against the full walk under all
+// of it.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 

@@ -110,7 +110,8 @@ enum class PairKind { shared_memory, loopback, network };
 // Shared memory: beta from the fastest large trip. TCP: beta from the fastest burst trip or the
 // stream; over a network, the stream's rate as what the host's link sustains when it is well
 // below a burst's (a token bucket takes bursts faster than its rate), and that link's burst
-// from the fastest half of a large trip. Over loopback a slow stream means the cores were busy: taken for shaping, it would shrink every receive window.
+// from the fastest half of a large trip. Over loopback a slow stream means the cores were
+// busy: taken for shaping, it would shrink every receive window.
 LinkCost measure_pair(Communicator& comm, int partner, const LinkCost& fallback, PairKind kind) {
   const bool tcp = kind != PairKind::shared_memory;
   std::vector<uint8_t> buf(kLargeBytes, 1);

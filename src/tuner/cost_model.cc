@@ -121,7 +121,8 @@ std::string to_table(const CostModel& m) {
     const LinkCost& l = m.link(c);
     out += fmt::format("  {:<5} {:>12.2f} {:>14.3f} {:>18.3f} {:>17} {:>12} {:>10} {:>13} {:>12}\n", to_string(c),
                        l.alpha * 1e6, l.beta / 1e9, l.endpoint_beta / 1e9, known(l.sustained, 1e-9, "{:.3f}"),
-                       known(l.burst, 1.0 / 1024, "{:.0f}"), known(l.cpu, 1e6, "{:.2f}"), known(l.cpu_byte, 1024e6, "{:.2f}"), known(l.handoff, 1e6, "{:.2f}"));
+                       known(l.burst, 1.0 / 1024, "{:.0f}"), known(l.cpu, 1e6, "{:.2f}"),
+                       known(l.cpu_byte, 1024e6, "{:.2f}"), known(l.handoff, 1e6, "{:.2f}"));
   }
   auto rate = [](double s_per_byte) { return s_per_byte > 0 ? fmt::format("{:.3f} GB/s", 1e-9 / s_per_byte) : std::string("free"); };
   out += fmt::format("  gamma (reduce) {}, copy {}, slice {} B, extra message {:.2f} alpha, cores {}\n",

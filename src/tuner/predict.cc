@@ -272,7 +272,8 @@ class Evaluator {
       const Action& feed = actions[static_cast<size_t>(send.after)];
       const double piece = std::min(static_cast<double>(m_.slice_bytes), bytes(feed.dst));
       const LinkCost& l = m_.link(links_.between(feed.peer, r));
-      const double hop = l.alpha + slice_seconds(piece, l) + (feed.kind == ActionKind::recv_reduce ? piece * m_.gamma : 0);
+      const double reduce = feed.kind == ActionKind::recv_reduce ? piece * m_.gamma : 0;
+      const double hop = l.alpha + slice_seconds(piece, l) + reduce;
       ri.relays.push_back({send_key(send.peer, send.channel, ordinal[i]), k, hop});
     }
   }
@@ -337,7 +338,9 @@ class Evaluator {
           bool exchange = false;
           for (const Conn& out : conns) exchange = exchange || (out.out && out.peer == in.peer);
           const bool chained = exchange || talked.contains(in.peer);
-          if (chained) memo[step] = std::max(memo[step], exchange_turns(exchange) * m_.link(in.cls).handoff);
+          if (chained) {
+            memo[step] = std::max(memo[step], exchange_turns(exchange) * m_.link(in.cls).handoff);
+          }
         }
         for (const Conn& c : conns) talked.insert(c.peer);
       }
