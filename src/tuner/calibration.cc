@@ -170,7 +170,8 @@ void measure_local(CostModel& m) {
 }
 
 double burst_from_turn(size_t bytes, double seconds, double latency, double burst_rate, double sustained) {
-  // seconds - latency = D / burst_rate + (bytes - D) / sustained, for a burst of D bytes.
+  // seconds - latency = D / burst_rate + (bytes - D) / sustained (LinkCost::transfer_seconds),
+  // for a burst of D bytes.
   const double per_byte_saved = 1 / sustained - 1 / burst_rate;
   if (per_byte_saved <= 0) return 0;
   const double d = (static_cast<double>(bytes) / sustained - (seconds - latency)) / per_byte_saved;

@@ -35,6 +35,13 @@ struct LinkCost {
   // are then taken to overlap across steps as well as within one).
   double burst = 0;
   double sustained_rate() const { return sustained > 0 ? sustained : endpoint_beta; }
+  // One transfer of `bytes` on its own: at beta, but over a shaped link with a measured burst
+  // only the burst goes that fast and the rest at the sustained rate (burst_from_turn in
+  // calibration.h solves this for the burst).
+  double transfer_seconds(double bytes) const {
+    if (sustained <= 0 || burst <= 0 || bytes <= burst) return bytes / beta;
+    return burst / beta + (bytes - burst) / sustained;
+  }
 };
 
 struct CostModel {

@@ -256,13 +256,6 @@ class Evaluator {
               [](const RankInfo::Relay& x, const RankInfo::Relay& y) { return x.key < y.key; });
   }
 
-  // One slice over a link: at the burst rate, but over a shaped link only its burst goes that
-  // fast, the rest at the sustained rate.
-  static double slice_seconds(double piece, const LinkCost& l) {
-    if (l.sustained <= 0 || l.burst <= 0 || piece <= l.burst) return piece / l.beta;
-    return l.burst / l.beta + (piece - l.burst) / l.sustained;
-  }
-
   // The sends of step k that forward a receive, with the time one slice takes through it.
   void index_relays(int r, const std::vector<Action>& actions, const std::vector<uint32_t>& ordinal, int k,
                     RankInfo& ri) const {
@@ -273,7 +266,7 @@ class Evaluator {
       const double piece = std::min(static_cast<double>(m_.slice_bytes), bytes(feed.dst));
       const LinkCost& l = m_.link(links_.between(feed.peer, r));
       const double reduce = feed.kind == ActionKind::recv_reduce ? piece * m_.gamma : 0;
-      const double hop = l.alpha + slice_seconds(piece, l) + reduce;
+      const double hop = l.alpha + l.transfer_seconds(piece) + reduce;
       ri.relays.push_back({send_key(send.peer, send.channel, ordinal[i]), k, hop});
     }
   }
