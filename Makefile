@@ -8,7 +8,7 @@ SHELL := /bin/bash
 JOBS ?= 2
 APT_PACKAGES := cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev \
                 libfmt-dev libcli11-dev nlohmann-json3-dev ccache libopenblas-dev libhwloc-dev \
-                iproute2 zlib1g-dev python3-torch libtorch-dev pybind11-dev \
+                iproute2 zlib1g-dev libmimalloc-dev python3-torch libtorch-dev pybind11-dev \
                 libopenmpi-dev openmpi-bin libgloo-dev python3-matplotlib python3-sklearn \
                 slurmctld slurmd slurm-client munge
 BIN := build/release/bin
