@@ -1,8 +1,8 @@
-// halving-doubling, recursive-doubling and hierarchical over real processes (forced with
+// halving-doubling, recursive-doubling, hierarchical and leaders over real processes (forced with
 // OpOptions::algo): exact integer sums, float results against the reference, odd sizes,
 // in place and out of place, and bit-identical replicated results, including inputs where
 // the float kernels are not commutative (NaNs with different payloads, -0.0 against +0.0).
-// Hierarchical runs on fake hosts (HOOP_HOST_ID per rank): ranks of one fake host talk over
+// Hierarchical and leaders run on fake hosts (HOOP_HOST_ID per rank): ranks of one fake host talk over
 // shared memory, ranks of different ones over TCP. One job per rank count or topology.
 #include <gtest/gtest.h>
 
@@ -39,8 +39,8 @@ std::vector<CollCase> make_cases(bool hierarchical_only) {
       {DataType::i32, RedOp::sum}, {DataType::f32, RedOp::sum}, {DataType::f32, RedOp::avg},
       {DataType::f32, RedOp::min}, {DataType::f64, RedOp::max}, {DataType::f32, RedOp::prod},
       {DataType::bf16, RedOp::sum}};
-  std::vector<const char*> allreduce_algos = {"hierarchical"};
-  if (!hierarchical_only) allreduce_algos = {"halving-doubling", "recursive-doubling", "hierarchical"};
+  std::vector<const char*> allreduce_algos = {"hierarchical", "leaders"};
+  if (!hierarchical_only) allreduce_algos = {"halving-doubling", "recursive-doubling", "hierarchical", "leaders"};
   for (const char* algo : allreduce_algos) {
     for (size_t count : kSizes) {
       for (bool in_place : {false, true}) {
@@ -89,8 +89,8 @@ void run_job(int n, const std::vector<CollCase>& cases, const std::function<int(
     runner.run_all(cases);
     if (host >= 0) {
       // Fake hosts took effect: same host over shared memory, others over TCP, and the
-      // communicator handed the hosts to the schedule: it connected exactly to the peers the
-      // hierarchical schedule of that topology names.
+      // communicator handed the hosts to the schedules: it connected exactly to the peers the
+      // hierarchical and leaders schedules of that topology name.
       std::vector<std::string> ids;
       for (int r = 0; r < n; ++r) ids.push_back(std::to_string(host_of(r)));
       const schedule::Topology topo = schedule::Topology::from_host_ids(ids);
@@ -99,9 +99,11 @@ void run_job(int n, const std::vector<CollCase>& cases, const std::function<int(
       d.count = kSizes[std::size(kSizes) - 1];
       d.topology = &topo;
       std::set<int> expected, connected;
-      for (const auto& step : schedule::build("hierarchical", d, ctx.rank).steps) {
-        for (const auto& a : step.actions) {
-          if (a.peer >= 0) expected.insert(a.peer);
+      for (const char* algo : {"hierarchical", "leaders"}) {
+        for (const auto& step : schedule::build(algo, d, ctx.rank).steps) {
+          for (const auto& a : step.actions) {
+            if (a.peer >= 0) expected.insert(a.peer);
+          }
         }
       }
       for (const LinkStats& link : comm->stats().links) {

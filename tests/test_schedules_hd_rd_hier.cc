@@ -346,14 +346,19 @@ TEST(ScheduleHierarchical, EveryTopology) {
         for (RedOp redop : {RedOp::sum, RedOp::avg}) {
           CollectiveDesc d = desc(OpType::allreduce, static_cast<int>(hosts.size()), count, in_place, redop);
           d.topology = &topo;
-          expect_correct(d, "hierarchical");
-          if (HasFatalFailure()) return;
+          for (const char* algo : {"hierarchical", "leaders"}) {
+            expect_correct(d, algo);
+            if (HasFatalFailure()) return;
+          }
         }
       }
     }
   }
   // No topology: one host.
-  for (int n = 1; n <= 6; ++n) expect_correct(desc(OpType::allreduce, n, 23, false), "hierarchical");
+  for (int n = 1; n <= 6; ++n) {
+    expect_correct(desc(OpType::allreduce, n, 23, false), "hierarchical");
+    expect_correct(desc(OpType::allreduce, n, 23, false), "leaders");
+  }
 }
 
 TEST(ScheduleChannels, RingAlgorithmsSplitOverChannels) {

@@ -46,6 +46,7 @@ const std::vector<Entry>& registry() {
          return s;
        }},
       {OpType::allreduce, "hierarchical", hierarchical_allreduce},
+      {OpType::allreduce, "leaders", leaders_allreduce},
       // ---- halving-doubling, recursive-doubling, hierarchical (end) ----
       {OpType::barrier, "dissemination", dissemination_barrier},
       {OpType::send, "p2p", point_to_point},

@@ -290,6 +290,9 @@ RankSchedule recursive_doubling_allreduce(const CollectiveDesc& desc, int rank);
 // Reduce inside each host, AllReduce across hosts per local slice, gather inside each host;
 // uses desc.topology (see hierarchical.cc).
 RankSchedule hierarchical_allreduce(const CollectiveDesc& desc, int rank);
+// Reduce to each host's first rank, recursive doubling among those leaders, send back inside
+// each host: few hand-overs, for small vectors on hosts of several ranks (see hierarchical.cc).
+RankSchedule leaders_allreduce(const CollectiveDesc& desc, int rank);
 
 // Cuts a collective into up to `channels` independent parts (fewer when count is small), builds
 // `base` for each part, lays the parts' ranges side by side, sets Action::channel to the part
