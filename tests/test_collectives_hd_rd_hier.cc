@@ -1,9 +1,9 @@
-// halving-doubling, recursive-doubling, hierarchical and leaders over real processes (forced with
-// OpOptions::algo): exact integer sums, float results against the reference, odd sizes,
+// halving-doubling, recursive-doubling, hierarchical and leaders over real processes (forced
+// with OpOptions::algo): exact integer sums, float results against the reference, odd sizes,
 // in place and out of place, and bit-identical replicated results, including inputs where
 // the float kernels are not commutative (NaNs with different payloads, -0.0 against +0.0).
-// Hierarchical and leaders run on fake hosts (HOOP_HOST_ID per rank): ranks of one fake host talk over
-// shared memory, ranks of different ones over TCP. One job per rank count or topology.
+// Hierarchical and leaders run on fake hosts (HOOP_HOST_ID per rank): ranks of one fake host
+// talk over shared memory, ranks of different ones over TCP. One job per rank count or topology.
 #include <gtest/gtest.h>
 
 #include <cmath>

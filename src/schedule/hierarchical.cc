@@ -83,7 +83,9 @@ Hosts hosts_of(const CollectiveDesc& d, int r, const char* algorithm) {
   // ranks on 8,192 hosts that is most of the time of a schedule).
   Hosts h;
   h.members.resize(static_cast<size_t>(topo.nhosts()));
-  for (int q = 0; q < d.nranks; ++q) h.members[static_cast<size_t>(topo.host_of_rank[static_cast<size_t>(q)])].push_back(q);
+  for (int q = 0; q < d.nranks; ++q) {
+    h.members[static_cast<size_t>(topo.host_of_rank[static_cast<size_t>(q)])].push_back(q);
+  }
   h.of_rank = topo.host_of_rank[static_cast<size_t>(r)];
   return h;
 }
