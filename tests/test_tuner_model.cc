@@ -167,6 +167,53 @@ TEST(TunerModel, RingAllReducePricedFromItsSchedule) {
   EXPECT_EQ(p.max_rank_bytes_sent, 6 * 4000u);  // 2(N-1)/N * 16000 B
 }
 
+schedule::Topology one_rank_per_host(int n) {
+  schedule::Topology t;
+  for (int r = 0; r < n; ++r) t.host_of_rank.push_back(r);
+  return t;
+}
+
+schedule::CollectiveDesc chain_call(OpType op, int n, const schedule::Topology& topo) {
+  schedule::CollectiveDesc d;
+  d.op = op;
+  d.count = 4000;  // 16000 B of f32: one slice
+  d.nranks = n;
+  d.topology = &topo;
+  return d;
+}
+
+TEST(TunerModel, BroadcastBetweenHostsIsPricedAsOneCallOfAStream) {
+  // A chain of hosts: in back-to-back Broadcasts every hop between hosts fills while the calls
+  // before drain, so a call costs one message whatever the number of hosts.
+  const double message = 10e-6 + 16000 / 1e9;
+  for (int n : {4, 8, 16}) {
+    const auto topo = one_rank_per_host(n);
+    const auto p = tuner::predict("chain", chain_call(OpType::broadcast, n, topo), 4,
+                                  LinkView{&topo, LinkView::Force::none}, round_model());
+    ASSERT_TRUE(p.applicable) << p.why_not;
+    EXPECT_NEAR(p.seconds, message, 1e-12) << n << " hosts";
+  }
+  // The Reduce's chain, whose root waits for all, pays one hop per forwarding rank.
+  const auto topo = one_rank_per_host(8);
+  const auto reduce = tuner::predict("chain", chain_call(OpType::reduce, 8, topo), 4,
+                                     LinkView{&topo, LinkView::Force::none}, round_model());
+  EXPECT_NEAR(reduce.seconds, 7 * (message + 16000 * 1e-9), 1e-12);  // each receiver reduces
+  // Within a host the hops keep their fill: the copies run on the cores the ranks share.
+  const auto host = schedule::Topology::single_host(8);
+  const auto shm = tuner::predict("chain", chain_call(OpType::broadcast, 8, host), 4,
+                                  LinkView{&host, LinkView::Force::none}, round_model());
+  EXPECT_NEAR(shm.seconds, 7 * (1e-6 + 16000 / 1e9), 1e-12);
+}
+
+TEST(TunerSelect, SmallBroadcastBetweenHostsGoesDownTheChain) {
+  // Naive's root sends seven messages per call, the chain's ranks one each.
+  const auto topo = one_rank_per_host(8);
+  tuner::Tuner t(round_model(), topo, LinkView::Force::none);
+  schedule::CollectiveDesc d = chain_call(OpType::broadcast, 8, topo);
+  d.count = 256;
+  EXPECT_EQ(t.choose(d, 4, detail::candidate_algorithms(OpType::broadcast)).algorithm, "ring");
+}
+
 // A shaped link (sustained below the burst rate) gets a receive window of 2 ms at its rate,
 // at least 64 KiB; an unshaped one keeps the configured buffer.
 TEST(TunerModel, ShapedLinksGetAReceiveWindowOfTwoMillisecondsAtTheirRate) {

@@ -153,6 +153,8 @@ class Evaluator {
   int nranks() const { return n_; }
 
   bool relay_analysis = false;
+  // Priced as one of a stream of like calls (Broadcast): see lag().
+  bool streamed = false;
 
   // The steps one after another, plus the pipeline fill of forwarded receives once: a
   // forwarding chain fills at its first step; later steps' transfers overlap the previous
@@ -406,7 +408,11 @@ class Evaluator {
       auto it = std::lower_bound(pi.relays.begin(), pi.relays.end(), want,
                                  [](const RankInfo::Relay& relay, uint64_t key) { return relay.key < key; });
       if (it == pi.relays.end() || it->key != want) continue;
-      worst = std::max(worst, lag(a.peer, it->step) + it->hop + forwarder_handoff(a.peer, r));
+      // In a stream, a hop between hosts fills while the calls before it drain: its sender
+      // hands the message to the kernel and returns. A hop within a host copies on the cores
+      // the ranks share, which a stream does not hide.
+      const bool hidden = streamed && links_.between(a.peer, r) == LinkClass::tcp;
+      worst = std::max(worst, lag(a.peer, it->step) + (hidden ? 0 : it->hop + forwarder_handoff(a.peer, r)));
     }
     ri.lag[static_cast<size_t>(k)] = worst;
     return worst;
@@ -563,6 +569,7 @@ Prediction predict(const std::string& name, const schedule::CollectiveDesc& desc
     if (s.branch == schedule::BranchRule::none) return s;
     return schedule::with_variant(s, schedule::branch_variant(s.branch, desc.in_place, desc.registered));
   }, elem_bytes, links, model);
+  ev.streamed = desc.op == OpType::broadcast;
   try {
     return evaluate(ev, sample, links, model, elem_bytes);
   } catch (const Error& e) {
