@@ -198,11 +198,16 @@ TEST(TunerModel, BroadcastBetweenHostsIsPricedAsOneCallOfAStream) {
   const auto reduce = tuner::predict("chain", chain_call(OpType::reduce, 8, topo), 4,
                                      LinkView{&topo, LinkView::Force::none}, round_model());
   EXPECT_NEAR(reduce.seconds, 7 * (message + 16000 * 1e-9), 1e-12);  // each receiver reduces
-  // Within a host the hops keep their fill: the copies run on the cores the ranks share.
+  // Within a host too, for a call smaller than a slice; a larger one keeps the fill of its
+  // hops (one slice each), whose copies run on the cores the ranks share.
   const auto host = schedule::Topology::single_host(8);
-  const auto shm = tuner::predict("chain", chain_call(OpType::broadcast, 8, host), 4,
-                                  LinkView{&host, LinkView::Force::none}, round_model());
-  EXPECT_NEAR(shm.seconds, 7 * (1e-6 + 16000 / 1e9), 1e-12);
+  const LinkView one_host{&host, LinkView::Force::none};
+  auto d = chain_call(OpType::broadcast, 8, host);
+  auto shm = tuner::predict("chain", d, 4, one_host, round_model());
+  EXPECT_NEAR(shm.seconds, 1e-6 + 16000 / 1e9, 1e-12);
+  d.count = 262144;  // 1 MiB, four slices
+  shm = tuner::predict("chain", d, 4, one_host, round_model());
+  EXPECT_NEAR(shm.seconds, (1e-6 + 1048576 / 1e9) + 6 * (1e-6 + 262144 / 1e9), 1e-12);
 }
 
 TEST(TunerSelect, SmallBroadcastBetweenHostsGoesDownTheChain) {
