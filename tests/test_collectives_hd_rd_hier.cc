@@ -1,5 +1,5 @@
-// halving-doubling, recursive-doubling, hierarchical and leaders over real processes (forced
-// with OpOptions::algo): exact integer sums, float results against the reference, odd sizes,
+// halving-doubling, recursive-doubling, hierarchical and leaders (AllReduce, ReduceScatter,
+// AllGather) over real processes (forced with OpOptions::algo): exact integer sums, float results against the reference, odd sizes,
 // in place and out of place, and bit-identical replicated results, including inputs where
 // the float kernels are not commutative (NaNs with different payloads, -0.0 against +0.0).
 // Hierarchical and leaders run on fake hosts (HOOP_HOST_ID per rank): ranks of one fake host
@@ -29,7 +29,7 @@ namespace {
 
 const size_t kSizes[] = {0, 1, 2, 7, 13, 1009, 20011};
 
-std::vector<CollCase> make_cases(bool hierarchical_only) {
+std::vector<CollCase> make_cases(bool host_aware_only) {
   std::vector<CollCase> cases;
   auto add = [&](OpType op, const char* algo, DataType dt, RedOp redop, size_t count, bool in_place,
                  bool special = false) {
@@ -40,7 +40,7 @@ std::vector<CollCase> make_cases(bool hierarchical_only) {
       {DataType::f32, RedOp::min}, {DataType::f64, RedOp::max}, {DataType::f32, RedOp::prod},
       {DataType::bf16, RedOp::sum}};
   std::vector<const char*> allreduce_algos = {"hierarchical", "leaders"};
-  if (!hierarchical_only) allreduce_algos = {"halving-doubling", "recursive-doubling", "hierarchical", "leaders"};
+  if (!host_aware_only) allreduce_algos = {"halving-doubling", "recursive-doubling", "hierarchical", "leaders"};
   for (const char* algo : allreduce_algos) {
     for (size_t count : kSizes) {
       for (bool in_place : {false, true}) {
@@ -52,7 +52,20 @@ std::vector<CollCase> make_cases(bool hierarchical_only) {
       add(OpType::allreduce, algo, DataType::f64, redop, 31, true, true);
     }
   }
-  if (hierarchical_only) return cases;
+  // The ReduceScatter and AllGather through the hosts' leaders.
+  const std::pair<DataType, RedOp> leaders_reducing[] = {
+      {DataType::i32, RedOp::sum}, {DataType::f32, RedOp::avg}, {DataType::f64, RedOp::max}, {DataType::bf16, RedOp::sum}};
+  for (size_t count : kSizes) {
+    for (bool in_place : {false, true}) {
+      for (auto [dt, redop] : leaders_reducing) {
+        add(OpType::reducescatter, "leaders", dt, redop, count / 4 + (count > 0), in_place);
+      }
+      for (DataType dt : {DataType::i32, DataType::u8}) {
+        add(OpType::allgather, "leaders", dt, RedOp::sum, count / 4 + (count > 0), in_place);
+      }
+    }
+  }
+  if (host_aware_only) return cases;
   for (size_t count : kSizes) {
     for (bool in_place : {false, true}) {
       for (auto [dt, redop] : reducing) {
@@ -99,7 +112,10 @@ void run_job(int n, const std::vector<CollCase>& cases, const std::function<int(
       d.count = kSizes[std::size(kSizes) - 1];
       d.topology = &topo;
       std::set<int> expected, connected;
-      for (const char* algo : {"hierarchical", "leaders"}) {
+      const std::pair<OpType, const char*> ran[] = {{OpType::allreduce, "hierarchical"}, {OpType::allreduce, "leaders"},
+                                                    {OpType::reducescatter, "leaders"}, {OpType::allgather, "leaders"}};
+      for (const auto& [op, algo] : ran) {
+        d.op = op;
         for (const auto& step : schedule::build(algo, d, ctx.rank).steps) {
           for (const auto& a : step.actions) {
             if (a.peer >= 0) expected.insert(a.peer);
@@ -167,7 +183,7 @@ struct FakeTopology {
 
 class HierarchicalFakeHostsTest : public ::testing::TestWithParam<FakeTopology> {};
 
-TEST_P(HierarchicalFakeHostsTest, AllReduce) {
+TEST_P(HierarchicalFakeHostsTest, HostAwareAlgorithms) {
   const auto hosts = GetParam().hosts;
   run_job(static_cast<int>(hosts.size()), make_cases(true),
           [hosts](int r) { return hosts[static_cast<size_t>(r)]; });

@@ -350,6 +350,13 @@ TEST(ScheduleHierarchical, EveryTopology) {
             expect_correct(d, algo);
             if (HasFatalFailure()) return;
           }
+          // The ReduceScatter and AllGather through the leaders.
+          for (OpType op : {OpType::reducescatter, OpType::allgather}) {
+            if (op == OpType::allgather && redop == RedOp::avg) continue;
+            d.op = op;
+            expect_correct(d, "leaders");
+            if (HasFatalFailure()) return;
+          }
         }
       }
     }
@@ -357,7 +364,9 @@ TEST(ScheduleHierarchical, EveryTopology) {
   // No topology: one host.
   for (int n = 1; n <= 6; ++n) {
     expect_correct(desc(OpType::allreduce, n, 23, false), "hierarchical");
-    expect_correct(desc(OpType::allreduce, n, 23, false), "leaders");
+    for (OpType op : {OpType::allreduce, OpType::reducescatter, OpType::allgather}) {
+      expect_correct(desc(op, n, 23, false), "leaders");
+    }
   }
 }
 

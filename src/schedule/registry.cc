@@ -47,6 +47,8 @@ const std::vector<Entry>& registry() {
        }},
       {OpType::allreduce, "hierarchical", hierarchical_allreduce},
       {OpType::allreduce, "leaders", leaders_allreduce},
+      {OpType::reducescatter, "leaders", leaders_reducescatter},
+      {OpType::allgather, "leaders", leaders_allgather},
       // ---- halving-doubling, recursive-doubling, hierarchical (end) ----
       {OpType::barrier, "dissemination", dissemination_barrier},
       {OpType::send, "p2p", point_to_point},

@@ -291,8 +291,12 @@ RankSchedule recursive_doubling_allreduce(const CollectiveDesc& desc, int rank);
 // uses desc.topology (see hierarchical.cc).
 RankSchedule hierarchical_allreduce(const CollectiveDesc& desc, int rank);
 // Reduce to each host's first rank, recursive doubling among those leaders, send back inside
-// each host: few hand-overs, for small vectors on hosts of several ranks (see hierarchical.cc).
+// each host: few hand-overs, for small vectors on hosts of several ranks (see leaders.cc).
 RankSchedule leaders_allreduce(const CollectiveDesc& desc, int rank);
+// The same reduction, then each leader hands its host's ranks their blocks; and the AllGather
+// through the leaders: blocks to the leader, across the leaders, the whole back (leaders.cc).
+RankSchedule leaders_reducescatter(const CollectiveDesc& desc, int rank);
+RankSchedule leaders_allgather(const CollectiveDesc& desc, int rank);
 
 // Cuts a collective into up to `channels` independent parts (fewer when count is small), builds
 // `base` for each part, lays the parts' ranges side by side, sets Action::channel to the part

@@ -1,0 +1,171 @@
+// Collectives through one rank per host, its "leader" (the host's first rank).
+//
+// Through the hosts' leaders, for small vectors on hosts of several ranks. AllReduce: every
+// rank of a host sends its vector to the host's first rank (its leader), which reduces them in
+// rank order, one receive per step; the leaders AllReduce across hosts by recursive doubling
+// (recursive_doubling.cc: canonical operand order, every leader ends with the same bits); each
+// leader sends the result to its host's ranks. Three dependent hand-overs for a host's ranks
+// where the hierarchical ring decomposition takes 2(L-1) + 2(H-1), and a host's link carries n log2 H
+// each way (n per level) against 2 n (H-1)/H; its leader moves 2 n (L-1) over shared memory.
+//   (L-1)(alpha_shm + n beta_shm + n gamma) + log2(H)(alpha_net + n beta_net + n gamma)
+//   + alpha_shm + (L-1) n beta_shm.
+//
+// ReduceScatter: the same reduction of the whole vectors (N blocks) into the leader's scratch
+// and AllReduce among the leaders, then each leader sends every rank of its host that rank's
+// block. AllGather: each rank sends its block to its leader, the leaders send their host's
+// blocks to every other leader (one step), each leader sends the whole vector to its host's
+// ranks. Both move whole vectors where halving-doubling and the ring move blocks: they are for
+// the small sizes, where a host's ranks sharing its cores pay a hand-over per step more than
+// they pay for bytes.
+#include <algorithm>
+
+#include "schedule/fold.h"
+#include "schedule/host_groups.h"
+#include "schedule/schedule_builders.h"
+
+namespace hoop::schedule {
+
+namespace {
+
+// The hosts, and this rank's host's ranks and leader.
+struct Seat {
+  Hosts grouped;
+  std::vector<int> local;
+  int leader = 0;
+};
+Seat seat_of(const CollectiveDesc& d, int r) {
+  Seat seat{hosts_of(d, r, "leaders"), {}, 0};
+  seat.local = seat.grouped.members[static_cast<size_t>(seat.grouped.of_rank)];
+  seat.leader = seat.local.front();
+  return seat;
+}
+
+// A rank that is not its host's leader: hands `up` to the leader, takes `down` back.
+void through_leader(RankSchedule& s, int leader, Range up, Range down) {
+  s.steps.push_back({{send_to(leader, up)}});
+  s.steps.push_back({{recv_copy_from(leader, down)}});
+}
+
+std::vector<int> leaders_of(const Hosts& grouped) {
+  std::vector<int> leaders;
+  for (const auto& h : grouped.members) leaders.push_back(h.front());
+  return leaders;
+}
+
+// The leaders' in-place recursive-doubling AllReduce of the vector `at`, appended to the
+// schedule of the leader of host `host`; its scratch follows `at` when that is in scratch.
+void allreduce_among_leaders(RankSchedule& s, const Hosts& grouped, int host, Range at) {
+  const int nhosts = static_cast<int>(grouped.members.size());
+  if (nhosts <= 1) return;
+  CollectiveDesc sub;
+  sub.op = OpType::allreduce;
+  sub.redop = RedOp::sum;  // an average's division is done once, by the caller
+  sub.count = at.count;
+  sub.nranks = nhosts;
+  sub.in_place = true;
+  const RankSchedule across = recursive_doubling_allreduce(sub, host);
+  const size_t own_scratch = at.buf == Buf::scratch ? at.offset + at.count : 0;
+  s.scratch_count = std::max(s.scratch_count, own_scratch + across.scratch_count);
+  append_mapped(s, across, leaders_of(grouped), [&](Range r) {
+    if (r.buf == Buf::scratch) {
+      r.offset += own_scratch;
+    } else {
+      r.buf = at.buf;
+      r.offset += at.offset;
+    }
+    return r;
+  });
+}
+
+// The host's vectors reduced by its leader into `into`, in rank order (the leader's own, in
+// `own`, first; `own` may be `into` itself), one receive per step.
+void reduce_at_leader(RankSchedule& s, const std::vector<int>& local, Range own, Range into) {
+  bool in_into = own.buf == into.buf && own.offset == into.offset;
+  for (size_t j = 1; j < local.size(); ++j) {
+    s.steps.push_back({{recv_reduce_from(local[j], in_into ? into : own, into)}});
+    in_into = true;
+  }
+  if (!in_into) s.steps.push_back({{local_copy(own, into)}});
+}
+
+}  // namespace
+
+RankSchedule leaders_allreduce(const CollectiveDesc& d, int r) {
+  RankSchedule s;
+  s.algorithm = "leaders";
+  const size_t count = d.count;
+  if (count == 0) return s;
+  const Range all_in{Buf::send, 0, count}, all_out{Buf::recv, 0, count};
+  const auto [grouped, local, leader] = seat_of(d, r);
+  if (r != leader) {
+    through_leader(s, leader, all_in, all_out);
+    return s;
+  }
+  reduce_at_leader(s, local, d.in_place ? all_out : all_in, all_out);
+  allreduce_among_leaders(s, grouped, grouped.of_rank, all_out);
+  Step give_back;
+  if (d.redop == RedOp::avg && d.nranks > 1) give_back.actions.push_back(finish_avg(all_out));  // before the sends
+  for (size_t j = 1; j < local.size(); ++j) give_back.actions.push_back(send_to(local[j], all_out));
+  add_step(s, std::move(give_back));
+  return s;
+}
+
+RankSchedule leaders_reducescatter(const CollectiveDesc& d, int r) {
+  RankSchedule s;
+  s.algorithm = "leaders";
+  const size_t c = d.count;  // elements per rank
+  if (c == 0) return s;
+  const size_t total = c * static_cast<size_t>(d.nranks);
+  const Range all_in{Buf::send, 0, total}, out{Buf::recv, 0, c};
+  const auto [grouped, local, leader] = seat_of(d, r);
+  if (r != leader) {
+    through_leader(s, leader, all_in, out);
+    return s;
+  }
+  // The host's sum in scratch: the whole input is read before recv (in place: a block of
+  // send) is written.
+  const Range partial{Buf::scratch, 0, total};
+  s.scratch_count = total;
+  reduce_at_leader(s, local, all_in, partial);
+  allreduce_among_leaders(s, grouped, grouped.of_rank, partial);
+  auto block = [&](int q) { return Range{Buf::scratch, static_cast<size_t>(q) * c, c}; };
+  Step give_back;
+  if (d.redop == RedOp::avg && d.nranks > 1) give_back.actions.push_back(finish_avg(partial));  // before the sends
+  for (size_t j = 1; j < local.size(); ++j) give_back.actions.push_back(send_to(local[j], block(local[j])));
+  give_back.actions.push_back(local_copy(block(r), out));
+  add_step(s, std::move(give_back));
+  return s;
+}
+
+RankSchedule leaders_allgather(const CollectiveDesc& d, int r) {
+  RankSchedule s;
+  s.algorithm = "leaders";
+  const size_t c = d.count;  // elements per rank
+  if (c == 0) return s;
+  const size_t total = c * static_cast<size_t>(d.nranks);
+  const Range mine{Buf::send, 0, c}, all_out{Buf::recv, 0, total};
+  auto block = [&](int q) { return Range{Buf::recv, static_cast<size_t>(q) * c, c}; };
+  const auto [grouped, local, leader] = seat_of(d, r);
+  if (r != leader) {
+    through_leader(s, leader, mine, all_out);  // its own block comes back with the others
+    return s;
+  }
+  Step gather;
+  if (!d.in_place) gather.actions.push_back(local_copy(mine, block(r)));
+  for (size_t j = 1; j < local.size(); ++j) gather.actions.push_back(recv_copy_from(local[j], block(local[j])));
+  add_step(s, std::move(gather));
+  // The host's blocks to every other leader, theirs from each: one step, in member order.
+  Step across;
+  for (const auto& other : grouped.members) {
+    if (other.front() == r) continue;
+    for (int q : local) add_transfer(across, send_to(other.front(), block(q)));
+    for (int q : other) add_transfer(across, recv_copy_from(other.front(), block(q)));
+  }
+  add_step(s, std::move(across));
+  Step give_back;
+  for (size_t j = 1; j < local.size(); ++j) give_back.actions.push_back(send_to(local[j], all_out));
+  add_step(s, std::move(give_back));
+  return s;
+}
+
+}  // namespace hoop::schedule
