@@ -10,13 +10,14 @@
 //   (L-1)(alpha_shm + n beta_shm + n gamma) + log2(H)(alpha_net + n beta_net + n gamma)
 //   + alpha_shm + (L-1) n beta_shm.
 //
-// ReduceScatter: the same reduction of the whole vectors (N blocks) into the leader's scratch
-// and AllReduce among the leaders, then each leader sends every rank of its host that rank's
+// ReduceScatter: the same reduction of the whole vectors (N blocks) into the leader's scratch;
+// with each other leader in turn (a step each) it exchanges the sums of the other's blocks
+// for the sums of its own and adds them; then it sends every rank of its host that rank's
 // block. AllGather: each rank sends its block to its leader, the leaders send their host's
 // blocks to every other leader (one step), each leader sends the whole vector to its host's
-// ranks. Both move whole vectors where halving-doubling and the ring move blocks: they are for
-// the small sizes, where a host's ranks sharing its cores pay a hand-over per step more than
-// they pay for bytes.
+// ranks. Inside a host both move whole vectors where halving-doubling and the ring move
+// blocks; across hosts a host's link carries only the blocks of the other hosts' ranks
+// (L(H-1), the least it can), where the ring's carries N-1.
 #include <algorithm>
 
 #include "schedule/fold.h"
@@ -127,10 +128,20 @@ RankSchedule leaders_reducescatter(const CollectiveDesc& d, int r) {
   const Range partial{Buf::scratch, 0, total};
   s.scratch_count = total;
   reduce_at_leader(s, local, all_in, partial);
-  allreduce_among_leaders(s, grouped, grouped.of_rank, partial);
   auto block = [&](int q) { return Range{Buf::scratch, static_cast<size_t>(q) * c, c}; };
+  // With every other leader in host order, one step each: this host's sum of that host's
+  // blocks out, that host's sum of this host's blocks in, added.
+  for (const auto& other : grouped.members) {
+    if (other.front() == r) continue;
+    Step exchange;
+    for (int q : other) add_transfer(exchange, send_to(other.front(), block(q)));
+    for (int q : local) add_transfer(exchange, recv_reduce_from(other.front(), block(q), block(q)));
+    add_step(s, std::move(exchange));
+  }
   Step give_back;
-  if (d.redop == RedOp::avg && d.nranks > 1) give_back.actions.push_back(finish_avg(partial));  // before the sends
+  if (d.redop == RedOp::avg && d.nranks > 1) {
+    for (int q : local) give_back.actions.push_back(finish_avg(block(q)));  // before the sends
+  }
   for (size_t j = 1; j < local.size(); ++j) give_back.actions.push_back(send_to(local[j], block(local[j])));
   give_back.actions.push_back(local_copy(block(r), out));
   add_step(s, std::move(give_back));

@@ -293,8 +293,9 @@ RankSchedule hierarchical_allreduce(const CollectiveDesc& desc, int rank);
 // Reduce to each host's first rank, recursive doubling among those leaders, send back inside
 // each host: few hand-overs, for small vectors on hosts of several ranks (see leaders.cc).
 RankSchedule leaders_allreduce(const CollectiveDesc& desc, int rank);
-// The same reduction, then each leader hands its host's ranks their blocks; and the AllGather
-// through the leaders: blocks to the leader, across the leaders, the whole back (leaders.cc).
+// The same reduction, the leaders trade the sums of each other's blocks, each hands its host's
+// ranks their blocks; and the AllGather through the leaders: blocks to the leader, across the
+// leaders, the whole back. Across hosts only the other hosts' blocks move (leaders.cc).
 RankSchedule leaders_reducescatter(const CollectiveDesc& desc, int rank);
 RankSchedule leaders_allgather(const CollectiveDesc& desc, int rank);
 
