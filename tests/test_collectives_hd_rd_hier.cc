@@ -1,7 +1,8 @@
 // halving-doubling, recursive-doubling, hierarchical and leaders (AllReduce, ReduceScatter,
-// AllGather) over real processes (forced with OpOptions::algo): exact integer sums, float results against the reference, odd sizes,
-// in place and out of place, and bit-identical replicated results, including inputs where
-// the float kernels are not commutative (NaNs with different payloads, -0.0 against +0.0).
+// AllGather) over real processes (forced with OpOptions::algo): exact integer sums, float
+// results against the reference, odd sizes, in place and out of place, and bit-identical
+// replicated results, including inputs where the float kernels are not commutative (NaNs with
+// different payloads, -0.0 against +0.0).
 // Hierarchical and leaders run on fake hosts (HOOP_HOST_ID per rank): ranks of one fake host
 // talk over shared memory, ranks of different ones over TCP. One job per rank count or topology.
 #include <gtest/gtest.h>
@@ -54,7 +55,8 @@ std::vector<CollCase> make_cases(bool host_aware_only) {
   }
   // The ReduceScatter and AllGather through the hosts' leaders.
   const std::pair<DataType, RedOp> leaders_reducing[] = {
-      {DataType::i32, RedOp::sum}, {DataType::f32, RedOp::avg}, {DataType::f64, RedOp::max}, {DataType::bf16, RedOp::sum}};
+      {DataType::i32, RedOp::sum}, {DataType::f32, RedOp::avg}, {DataType::f64, RedOp::max},
+      {DataType::bf16, RedOp::sum}};
   for (size_t count : kSizes) {
     for (bool in_place : {false, true}) {
       for (auto [dt, redop] : leaders_reducing) {
@@ -112,8 +114,10 @@ void run_job(int n, const std::vector<CollCase>& cases, const std::function<int(
       d.count = kSizes[std::size(kSizes) - 1];
       d.topology = &topo;
       std::set<int> expected, connected;
-      const std::pair<OpType, const char*> ran[] = {{OpType::allreduce, "hierarchical"}, {OpType::allreduce, "leaders"},
-                                                    {OpType::reducescatter, "leaders"}, {OpType::allgather, "leaders"}};
+      const std::pair<OpType, const char*> ran[] = {{OpType::allreduce, "hierarchical"},
+                                                    {OpType::allreduce, "leaders"},
+                                                    {OpType::reducescatter, "leaders"},
+                                                    {OpType::allgather, "leaders"}};
       for (const auto& [op, algo] : ran) {
         d.op = op;
         for (const auto& step : schedule::build(algo, d, ctx.rank).steps) {

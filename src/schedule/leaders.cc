@@ -163,7 +163,9 @@ RankSchedule leaders_allgather(const CollectiveDesc& d, int r) {
   }
   Step gather;
   if (!d.in_place) gather.actions.push_back(local_copy(mine, block(r)));
-  for (size_t j = 1; j < local.size(); ++j) gather.actions.push_back(recv_copy_from(local[j], block(local[j])));
+  for (size_t j = 1; j < local.size(); ++j) {
+    gather.actions.push_back(recv_copy_from(local[j], block(local[j])));
+  }
   add_step(s, std::move(gather));
   // The host's blocks to every other leader, theirs from each: one step, in member order.
   Step across;

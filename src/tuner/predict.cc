@@ -270,7 +270,8 @@ class Evaluator {
       const LinkCost& l = m_.link(links_.between(feed.peer, r));
       const double reduce = feed.kind == ActionKind::recv_reduce ? piece * m_.gamma : 0;
       const double hop = l.alpha + l.transfer_seconds(piece) + reduce;
-      ri.relays.push_back({send_key(send.peer, send.channel, ordinal[i]), k, hop, bytes(feed.dst) < static_cast<double>(m_.slice_bytes)});
+      const bool small = bytes(feed.dst) < static_cast<double>(m_.slice_bytes);
+      ri.relays.push_back({send_key(send.peer, send.channel, ordinal[i]), k, hop, small});
     }
   }
 
