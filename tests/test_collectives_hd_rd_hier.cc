@@ -53,7 +53,7 @@ std::vector<CollCase> make_cases(bool host_aware_only) {
       add(OpType::allreduce, algo, DataType::f64, redop, 31, true, true);
     }
   }
-  // The ReduceScatter and AllGather through the hosts' leaders.
+  // The ReduceScatter and AllGather through the hosts' leaders (forced: on one host too).
   const std::pair<DataType, RedOp> leaders_reducing[] = {
       {DataType::i32, RedOp::sum}, {DataType::f32, RedOp::avg}, {DataType::f64, RedOp::max},
       {DataType::bf16, RedOp::sum}};

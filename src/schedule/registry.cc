@@ -21,6 +21,9 @@ struct Entry {
   Builder build;
   // Runs over one shared region instead of links: every rank on one host, shared memory allowed.
   bool one_region = false;
+  // Routes through one rank per host: the tuner considers it only for ranks on two hosts or
+  // more. On one host it is a gather to rank 0 and back (forced, it runs there all the same).
+  bool across_hosts = false;
 };
 
 const std::vector<Entry>& registry() {
@@ -47,8 +50,8 @@ const std::vector<Entry>& registry() {
        }},
       {OpType::allreduce, "hierarchical", hierarchical_allreduce},
       {OpType::allreduce, "leaders", leaders_allreduce},
-      {OpType::reducescatter, "leaders", leaders_reducescatter},
-      {OpType::allgather, "leaders", leaders_allgather},
+      {OpType::reducescatter, "leaders", leaders_reducescatter, false, true},
+      {OpType::allgather, "leaders", leaders_allgather, false, true},
       // ---- halving-doubling, recursive-doubling, hierarchical (end) ----
       {OpType::barrier, "dissemination", dissemination_barrier},
       {OpType::send, "p2p", point_to_point},
@@ -115,6 +118,11 @@ std::vector<std::string> algorithms_for(OpType op) {
 bool runs_here(const std::string& algorithm, OpType op, const Reach& reach) {
   const Entry* e = find(algorithm, op);
   return e && (!e->one_region || (reach.one_host && reach.shared_memory));
+}
+
+bool chosen_across_hosts_only(const std::string& algorithm, OpType op) {
+  const Entry* e = find(algorithm, op);
+  return e && e->across_hosts;
 }
 
 bool uses_region(const std::string& algorithm, OpType op) {

@@ -360,6 +360,9 @@ struct Reach {
 bool runs_here(const std::string& algorithm, OpType op, const Reach& reach);
 // Whether `algorithm` runs `op` over one host's shared region (shm-direct) instead of links.
 bool uses_region(const std::string& algorithm, OpType op);
+// Whether the tuner considers `algorithm` for `op` only when the ranks span two hosts or more
+// (the leaders' ReduceScatter and AllGather); forced, it runs on one host too.
+bool chosen_across_hosts_only(const std::string& algorithm, OpType op);
 // Why not, for messages ("" when it does).
 std::string why_not_here(const std::string& algorithm, OpType op, const Reach& reach);
 // The algorithms of `op` that can run with this reach.

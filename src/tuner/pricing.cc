@@ -17,6 +17,11 @@ Prediction price(Pricing how, const std::string& name, const schedule::Collectiv
       return p;
     }
   }
+  if (schedule::chosen_across_hosts_only(name, desc.op) && links.reach(desc.nranks).one_host) {
+    Prediction p;
+    p.why_not = name + " is for ranks on two hosts or more";
+    return p;
+  }
   // Beyond 64 ranks the sample misses the slowest rank of the exchange and tree algorithms by
   // up to a few percent (tests/test_sim_fast.cc found 1.5-2% for binomial scatter at N = 128 with
   // 8 ranks per host; the tree is 10% optimistic at 1,024 ranks on 128 hosts), so without a
