@@ -25,7 +25,12 @@ Hosts hosts_of(const CollectiveDesc& d, int r, const char* algorithm) {
 }
 
 void append_mapped(RankSchedule& out, const RankSchedule& sub, const std::vector<int>& members,
-                   const std::function<Range(Range)>& place) {
+                   Buf input, size_t offset) {
+  auto place = [&](Range r) {
+    if (r.buf == Buf::send) r.buf = input;
+    r.offset += offset;
+    return r;
+  };
   for (const Step& step : sub.steps) {
     Step mapped;
     std::vector<int> index(step.actions.size(), -1);
@@ -44,15 +49,6 @@ void append_mapped(RankSchedule& out, const RankSchedule& sub, const std::vector
     }
     add_step(out, std::move(mapped));
   }
-}
-
-void append_mapped(RankSchedule& out, const RankSchedule& sub, const std::vector<int>& members,
-                   Buf input, size_t offset) {
-  append_mapped(out, sub, members, [&](Range r) {
-    if (r.buf == Buf::send) r.buf = input;
-    r.offset += offset;
-    return r;
-  });
 }
 
 }  // namespace hoop::schedule

@@ -2,7 +2,6 @@
 // and a schedule among some ranks laid into a rank's own schedule.
 #pragma once
 
-#include <functional>
 #include <vector>
 
 #include "schedule/schedule.h"
@@ -17,11 +16,8 @@ struct Hosts {
 // Throws (naming `algorithm`) when the topology's rank count is not desc.nranks.
 Hosts hosts_of(const CollectiveDesc& d, int r, const char* algorithm);
 
-// Appends `sub` (a schedule among members[0..m-1]) to `out`: peers become real ranks, each
-// range goes through `place`, transfers of nothing are dropped.
-void append_mapped(RankSchedule& out, const RankSchedule& sub, const std::vector<int>& members,
-                   const std::function<Range(Range)>& place);
-// The same where the send buffer is read from `input` and every range moves by `offset`.
+// Appends `sub` (a schedule among members[0..m-1]) to `out`: peers become real ranks, the
+// send buffer is read from `input`, ranges move by `offset`, transfers of nothing are dropped.
 void append_mapped(RankSchedule& out, const RankSchedule& sub, const std::vector<int>& members,
                    Buf input, size_t offset);
 

@@ -5,8 +5,9 @@
 // rank order, one receive per step; the leaders AllReduce across hosts by recursive doubling
 // (recursive_doubling.cc: canonical operand order, every leader ends with the same bits); each
 // leader sends the result to its host's ranks. Three dependent hand-overs for a host's ranks
-// where the hierarchical ring decomposition takes 2(L-1) + 2(H-1), and a host's link carries n log2 H
-// each way (n per level) against 2 n (H-1)/H; its leader moves 2 n (L-1) over shared memory.
+// where the hierarchical ring decomposition takes 2(L-1) + 2(H-1), and a host's link carries
+// n log2 H each way (n per level) against 2 n (H-1)/H; its leader moves 2 n (L-1) over shared
+// memory.
 //   (L-1)(alpha_shm + n beta_shm + n gamma) + log2(H)(alpha_net + n beta_net + n gamma)
 //   + alpha_shm + (L-1) n beta_shm.
 //
@@ -53,31 +54,6 @@ std::vector<int> leaders_of(const Hosts& grouped) {
   return leaders;
 }
 
-// The leaders' in-place recursive-doubling AllReduce of the vector `at`, appended to the
-// schedule of the leader of host `host`; its scratch follows `at` when that is in scratch.
-void allreduce_among_leaders(RankSchedule& s, const Hosts& grouped, int host, Range at) {
-  const int nhosts = static_cast<int>(grouped.members.size());
-  if (nhosts <= 1) return;
-  CollectiveDesc sub;
-  sub.op = OpType::allreduce;
-  sub.redop = RedOp::sum;  // an average's division is done once, by the caller
-  sub.count = at.count;
-  sub.nranks = nhosts;
-  sub.in_place = true;
-  const RankSchedule across = recursive_doubling_allreduce(sub, host);
-  const size_t own_scratch = at.buf == Buf::scratch ? at.offset + at.count : 0;
-  s.scratch_count = std::max(s.scratch_count, own_scratch + across.scratch_count);
-  append_mapped(s, across, leaders_of(grouped), [&](Range r) {
-    if (r.buf == Buf::scratch) {
-      r.offset += own_scratch;
-    } else {
-      r.buf = at.buf;
-      r.offset += at.offset;
-    }
-    return r;
-  });
-}
-
 // The host's vectors reduced by its leader into `into`, in rank order (the leader's own, in
 // `own`, first; `own` may be `into` itself), one receive per step.
 void reduce_at_leader(RankSchedule& s, const std::vector<int>& local, Range own, Range into) {
@@ -103,7 +79,17 @@ RankSchedule leaders_allreduce(const CollectiveDesc& d, int r) {
     return s;
   }
   reduce_at_leader(s, local, d.in_place ? all_out : all_in, all_out);
-  allreduce_among_leaders(s, grouped, grouped.of_rank, all_out);
+  if (grouped.members.size() > 1) {
+    CollectiveDesc sub;
+    sub.op = OpType::allreduce;
+    sub.redop = RedOp::sum;  // the average's division is done once, below
+    sub.count = count;
+    sub.nranks = static_cast<int>(grouped.members.size());
+    sub.in_place = true;
+    const RankSchedule across = recursive_doubling_allreduce(sub, grouped.of_rank);
+    s.scratch_count = std::max(s.scratch_count, across.scratch_count);
+    append_mapped(s, across, leaders_of(grouped), Buf::recv, 0);
+  }
   Step give_back;
   if (d.redop == RedOp::avg && d.nranks > 1) give_back.actions.push_back(finish_avg(all_out));  // before the sends
   for (size_t j = 1; j < local.size(); ++j) give_back.actions.push_back(send_to(local[j], all_out));
