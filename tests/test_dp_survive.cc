@@ -175,6 +175,46 @@ std::vector<Case> cases() {
 
 INSTANTIATE_TEST_SUITE_P(Faults, DpSurvive, ::testing::ValuesIn(cases()), case_name);
 
+// The victim dies the moment the members agree that step kFailAt went well, before commit()
+// returns (the agreement's decision is the store key below: agree number kFailAt + 1 of the
+// world communicator). The members that notice it in commit()'s own collective and those that
+// notice it only in the next step must meet in one agreement, and the step stays committed.
+TEST(DpSurviveAfterAgreement, AMemberDyingJustAfterTheAgreementLeavesTheStepCommitted) {
+  constexpr int kVictim = 2;
+  auto results = run_ranks(kRanks, [&](RankContext& ctx) {
+    CommOptions o;
+    o.timeout = 10s;
+    o.transport = "tcp";
+    auto comm = ctx.make_comm(o);
+    const DpRun run = run_of();
+    model::Mlp mlp(model::MlpConfig{run.dims, run.activation, run.seed});
+    auto dp = make_dp(comm, config(3), mlp);
+    std::vector<double> recoveries;
+    train_surviving(*dp, mlp,
+                    [&](int step, Phase p) {
+                      if (ctx.rank == kVictim && step == kFailAt && p == Phase::forward) {
+                        std::thread([store = ctx.store()] {
+                          store->wait({"hoop/c0/agree" + std::to_string(kFailAt + 1) + "/decided"});
+                          die();
+                        }).detach();
+                      }
+                      return false;
+                    },
+                    &recoveries);
+    EXPECT_EQ(dp->world_size(), kRanks - 1);
+    ASSERT_EQ(recoveries.size(), 1u);
+    EXPECT_LT(recoveries[0], wall_bound(2.0));
+    EXPECT_LE(max_relative_diff(all_params(*dp), reference_params()), 1e-5) << "rank " << ctx.rank;
+  }, launcher_cleanup());
+  for (const auto& r : results) {
+    if (r.rank == kVictim) {
+      EXPECT_EQ(r.signal, SIGKILL) << "the victim, rank " << kVictim;
+    } else {
+      EXPECT_TRUE(r.ok()) << "survivor rank " << r.rank << " exited " << r.exit_code;
+    }
+  }
+}
+
 // A spare process joins once the survivors have recovered: the members take it in at their next
 // commit, the group is back to 4 ranks, and the parameters still match the fault-free run.
 TEST(DpSurviveGrow, AJoiningRankTakesAShardBack) {

@@ -107,9 +107,13 @@ bool DataParallel::commit(bool ok) {
       return true;
     } catch (const Error& e) {
       // A member died after the agreement: the commit stands on every member (they all
-      // promoted), and the survivors go on from it.
+      // promoted), and the survivors go on from it. Some may have finished this call (a
+      // Broadcast's root never waits) and fail only in the next step, whose commit agrees
+      // before it shrinks: this member takes part in that agreement too, or the two sides
+      // would wait for each other in different ones until the timeout.
       comm->revoke(fmt::format("rank {} lost a member after step {} was committed: {}", old_rank,
                                d.committed_step_, e.what()));
+      comm->agree(false);
     }
   }
   recover(comm->shrink());  // replaces impl_: `d` is gone (the last commit's states are restored)
