@@ -1,5 +1,5 @@
 // AllToAll and AllToAllv end to end, every registered algorithm (schedule::algorithms_for) on
-// 1, 2, 3, 5 and 8 ranks over shared memory and TCP: exact data in every block, counts 0, 1,
+// 1, 2, 3, 5 and 8 ranks over shared memory and TCP (the leaders' also on fake hosts): exact data in every block, counts 0, 1,
 // primes and non-multiples of N, uneven AllToAllv counts with zeros for some peers, packed and
 // spread blocks, in and out of place, nothing written outside the blocks or past the end.
 #include <gtest/gtest.h>
@@ -91,6 +91,44 @@ TEST_P(AllToAllTest, EveryAlgorithmExact) { run_cases(GetParam(), make_cases(Get
 
 INSTANTIATE_TEST_SUITE_P(AllToAll, AllToAllTest, ::testing::ValuesIn(job_params()), job_param_name);
 
+// Through the hosts' leaders on fake hosts: blocks inside a host over shared memory, one
+// message between two leaders over TCP; hosts of unequal size, interleaved in rank order, and
+// three hosts.
+class AllToAllLeadersTest : public ::testing::TestWithParam<std::vector<int>> {};
+
+TEST_P(AllToAllLeadersTest, ExactOnFakeHosts) {
+  const std::vector<int> hosts = GetParam();
+  const int n = static_cast<int>(hosts.size());
+  std::vector<CollCase> cases;
+  for (size_t count : {size_t{0}, size_t{1}, size_t{13}, static_cast<size_t>(7 * n + 3), size_t{1009}}) {
+    for (bool in_place : {false, true}) {
+      cases.push_back({.op = OpType::alltoall, .algo = "leaders", .count = count, .in_place = in_place});
+    }
+  }
+  cases.push_back({.op = OpType::alltoall, .algo = "leaders", .dt = DataType::u8, .count = 5});
+  cases.push_back({.op = OpType::alltoall, .algo = "leaders", .dt = DataType::f64, .count = 3, .in_place = true});
+  run_job({n, "auto", hosts}, [&](RankContext&, Communicator& comm) {
+    for (size_t i = 0; i < cases.size(); ++i) {
+      SCOPED_TRACE(cases[i].describe());
+      run_case(comm, cases[i], ref::mix64(i + 37));
+      EXPECT_EQ(comm.last_algorithm(), "leaders");
+    }
+    const int host = hosts[static_cast<size_t>(comm.rank())];
+    for (const LinkStats& link : comm.stats().links) {
+      EXPECT_EQ(link.transport, hosts[static_cast<size_t>(link.peer)] == host ? "shm" : "tcp") << "link to " << link.peer;
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Topologies, AllToAllLeadersTest,
+                         ::testing::Values(std::vector<int>{0, 0, 1, 1}, std::vector<int>{0, 0, 0, 1},
+                                           std::vector<int>{0, 1, 0, 1, 0}, std::vector<int>{0, 0, 1, 1, 2, 2}),
+                         [](const ::testing::TestParamInfo<std::vector<int>>& p) {
+                           std::string name = "hosts";
+                           for (int h : p.param) name += std::to_string(h);
+                           return name;
+                         });
+
 // shm-direct's slots out of place over several chunks and stages, where the default takes the
 // single copy: without it, and with chunks small enough that stages are reused.
 TEST(AllToAllDirect, SlotsWithoutTheSingleCopy) {
@@ -135,20 +173,24 @@ TEST(EngineGatheredSends, BruckThroughLinksSmallerThanItsSteps) {
   }
 }
 
-// The tuner prices both schedules: Bruck's log N steps win for small blocks on many ranks,
-// pairwise's fewer bytes for large ones.
-TEST(AllToAllTuner, PicksBruckForSmallBlocksAndPairwiseForLarge) {
-  schedule::Topology topo;
-  for (int r = 0; r < 64; ++r) topo.host_of_rank.push_back(r / 8);
-  tuner::Tuner t(tuner::CostModel{}, topo, tuner::LinkView::Force::none);
-  schedule::CollectiveDesc d;
-  d.op = OpType::alltoall;
-  d.nranks = 64;
-  const auto names = schedule::algorithms_for(OpType::alltoall);
-  d.count = 16;
-  EXPECT_EQ(t.choose(d, 4, names).algorithm, "bruck");
-  d.count = 1 << 20;
-  EXPECT_EQ(t.choose(d, 4, names).algorithm, "pairwise");
+// The tuner prices the schedules: with one rank per host, Bruck's log N steps win for small
+// blocks, pairwise's fewer bytes for large ones; with 8 ranks per host small blocks go through
+// the hosts' leaders (one message between two hosts), large ones pairwise.
+TEST(AllToAllTuner, PicksBruckOrTheLeadersForSmallBlocksAndPairwiseForLarge) {
+  for (int per_host : {1, 8}) {
+    SCOPED_TRACE(per_host);
+    schedule::Topology topo;
+    for (int r = 0; r < 64; ++r) topo.host_of_rank.push_back(r / per_host);
+    tuner::Tuner t(tuner::CostModel{}, topo, tuner::LinkView::Force::none);
+    schedule::CollectiveDesc d;
+    d.op = OpType::alltoall;
+    d.nranks = 64;
+    const auto names = schedule::algorithms_for(OpType::alltoall);
+    d.count = 16;
+    EXPECT_EQ(t.choose(d, 4, names).algorithm, per_host == 1 ? "bruck" : "leaders");
+    d.count = 1 << 20;
+    EXPECT_EQ(t.choose(d, 4, names).algorithm, "pairwise");
+  }
 }
 
 TEST(AllToAllTuner, HoopAlgoForcesPerCollective) {

@@ -308,8 +308,9 @@ TEST(DirectScheduleChecker, OneRegistryDecidesWhereItRuns) {
   EXPECT_EQ(std::count(across_hosts.begin(), across_hosts.end(), kDirectAlgorithm), 0);
   const auto one_host = algorithms_for(OpType::barrier, Reach{true, true});
   EXPECT_EQ(std::count(one_host.begin(), one_host.end(), kDirectAlgorithm), 1);
-  // The leaders' ReduceScatter and AllGather are chosen only across hosts; they run anywhere.
-  for (OpType op : {OpType::reducescatter, OpType::allgather}) {
+  // The leaders' ReduceScatter, AllGather and AllToAll are chosen only across hosts; they run
+  // anywhere.
+  for (OpType op : {OpType::reducescatter, OpType::allgather, OpType::alltoall}) {
     EXPECT_TRUE(chosen_across_hosts_only("leaders", op));
     EXPECT_TRUE(runs_here("leaders", op, Reach{true, false}));
   }

@@ -45,8 +45,12 @@ struct Sim {
   std::vector<size_t> send_base, recv_base, scratch_base;
   std::string error;
 
-  size_t send_elems() const { return d.op == OpType::reducescatter ? d.count * d.nranks : d.count; }
-  size_t recv_elems() const { return d.op == OpType::allgather ? d.count * d.nranks : d.count; }
+  size_t send_elems() const {
+    return d.op == OpType::reducescatter || d.op == OpType::alltoall ? d.count * d.nranks : d.count;
+  }
+  size_t recv_elems() const {
+    return d.op == OpType::allgather || d.op == OpType::alltoall ? d.count * d.nranks : d.count;
+  }
 
   size_t addr(int r, const Range& rg) const {
     switch (rg.buf) {
@@ -255,6 +259,12 @@ void expect_correct(const CollectiveDesc& d, const std::string& algo) {
               << "rank " << r << " element " << i;
         }
         break;
+      case OpType::alltoall:  // block q: rank q's block for this rank
+        for (size_t i = 0; i < d.count * n; ++i) {
+          const int q = static_cast<int>(i / d.count);
+          ASSERT_EQ(sim.out(r, i), (Elem{input(q, r * d.count + i % d.count), 0})) << "rank " << r << " element " << i;
+        }
+        break;
       case OpType::broadcast:
         for (size_t i = 0; i < d.count; ++i) ASSERT_EQ(sim.out(r, i), (Elem{input(d.root, i), 0}));
         break;
@@ -350,9 +360,9 @@ TEST(ScheduleHierarchical, EveryTopology) {
             expect_correct(d, algo);
             if (HasFatalFailure()) return;
           }
-          // The ReduceScatter and AllGather through the leaders.
-          for (OpType op : {OpType::reducescatter, OpType::allgather}) {
-            if (op == OpType::allgather && redop == RedOp::avg) continue;
+          // The ReduceScatter, AllGather and AllToAll through the leaders.
+          for (OpType op : {OpType::reducescatter, OpType::allgather, OpType::alltoall}) {
+            if (op != OpType::reducescatter && redop == RedOp::avg) continue;
             d.op = op;
             expect_correct(d, "leaders");
             if (HasFatalFailure()) return;
@@ -364,7 +374,7 @@ TEST(ScheduleHierarchical, EveryTopology) {
   // No topology: one host.
   for (int n = 1; n <= 6; ++n) {
     expect_correct(desc(OpType::allreduce, n, 23, false), "hierarchical");
-    for (OpType op : {OpType::allreduce, OpType::reducescatter, OpType::allgather}) {
+    for (OpType op : {OpType::allreduce, OpType::reducescatter, OpType::allgather, OpType::alltoall}) {
       expect_correct(desc(op, n, 23, false), "leaders");
     }
   }

@@ -19,6 +19,13 @@
 // ranks. Inside a host both move whole vectors where halving-doubling and the ring move
 // blocks; across hosts a host's link carries only the blocks of the other hosts' ranks
 // (L(H-1), the least it can), where the ring's carries N-1.
+//
+// AllToAll: the ranks of a host trade their blocks for each other directly and hand the
+// leader the blocks for other hosts; the leader sends each other host's leader one message
+// with every block its host's ranks send there, receives one from it, and hands its ranks the
+// blocks for them. Between two hosts one message each way, where pairwise and Bruck send
+// L*L or more, each after the last: small blocks over a high-latency link. The leader
+// rearranges the blocks with local copies (its scratch is 3 L (N-L) blocks).
 #include <algorithm>
 
 #include "schedule/fold.h"
@@ -164,6 +171,127 @@ RankSchedule leaders_allgather(const CollectiveDesc& d, int r) {
   Step give_back;
   for (size_t j = 1; j < local.size(); ++j) give_back.actions.push_back(send_to(local[j], all_out));
   add_step(s, std::move(give_back));
+  return s;
+}
+
+namespace {
+
+// Runs of consecutive ranks in `ranks` (sorted): {index of the first, length}. Both ends of a
+// transfer compute them from the same list, so merging a run into one message keeps them
+// matched.
+std::vector<std::pair<size_t, size_t>> runs_of(const std::vector<int>& ranks) {
+  std::vector<std::pair<size_t, size_t>> runs;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (!runs.empty() && ranks[i] == ranks[i - 1] + 1) {
+      ++runs.back().second;
+    } else {
+      runs.push_back({i, 1});
+    }
+  }
+  return runs;
+}
+
+size_t index_in(const std::vector<int>& ranks, int q) {
+  return static_cast<size_t>(std::lower_bound(ranks.begin(), ranks.end(), q) - ranks.begin());
+}
+
+}  // namespace
+
+RankSchedule leaders_alltoall(const CollectiveDesc& d, int r) {
+  RankSchedule s;
+  s.algorithm = "leaders";
+  const size_t c = d.count;  // elements per block
+  if (c == 0) return s;
+  const int n = d.nranks;
+  const size_t total = c * static_cast<size_t>(n);
+  const auto [grouped, local, leader] = seat_of(d, r);
+  // The ranks of the other hosts, in rank order: the leader keeps their blocks in this order.
+  std::vector<int> others;
+  for (int q = 0; q < n; ++q) {
+    if (!std::binary_search(local.begin(), local.end(), q)) others.push_back(q);
+  }
+  const size_t nl = local.size(), nf = others.size();
+  // In place, recv overwrites blocks not sent yet: the input is read from a copy in scratch.
+  const size_t staged = d.in_place && n > 1 ? total : 0;
+  auto input = [&](int q, size_t blocks = 1) {
+    return staged ? Range{Buf::scratch, static_cast<size_t>(q) * c, blocks * c}
+                  : Range{Buf::send, static_cast<size_t>(q) * c, blocks * c};
+  };
+  auto output = [&](int q, size_t blocks = 1) { return Range{Buf::recv, static_cast<size_t>(q) * c, blocks * c}; };
+
+  // Inside the host: every block for a rank of the host goes straight to it.
+  Step inside;
+  if (staged) inside.actions.push_back(local_copy(Range{Buf::send, 0, total}, Range{Buf::scratch, 0, total}));
+  if (!d.in_place) inside.actions.push_back(local_copy(input(r), output(r)));
+  for (int q : local) {
+    if (q == r) continue;
+    inside.actions.push_back(send_to(q, input(q)));
+    inside.actions.push_back(recv_copy_from(q, output(q)));
+  }
+  const auto runs = runs_of(others);
+  if (r != leader) {
+    // The blocks for the other hosts to the leader; theirs for this rank back from it.
+    for (const auto& [first, len] : runs) inside.actions.push_back(send_to(leader, input(others[first], len)));
+    add_step(s, std::move(inside));
+    Step back;
+    for (const auto& [first, len] : runs) back.actions.push_back(recv_copy_from(leader, output(others[first], len)));
+    add_step(s, std::move(back));
+    s.scratch_count = staged;
+    return s;
+  }
+  // The leader's scratch after the staged input: `held` (for each rank of the host, its blocks
+  // for the other hosts in `others` order; later, for each, the blocks the other hosts sent
+  // it), `out` (per other host, its ranks' blocks from this host: [their rank][this host's
+  // rank]) and `in` (per other host, this host's blocks from it: [this host's rank][their rank]).
+  const size_t held = staged, out = held + nl * nf * c, in = out + nl * nf * c;
+  s.scratch_count = in + nl * nf * c;
+  auto held_block = [&](size_t m, size_t f, size_t blocks = 1) {
+    return Range{Buf::scratch, held + (m * nf + f) * c, blocks * c};
+  };
+  for (size_t m = 1; m < nl; ++m) {
+    for (const auto& [first, len] : runs) inside.actions.push_back(recv_copy_from(local[m], held_block(m, first, len)));
+  }
+  add_step(s, std::move(inside));
+  if (nf == 0) return s;
+
+  // Across hosts, one message each way per other host.
+  Step across;
+  size_t at = 0;  // blocks into `out` and `in` of the current other host
+  std::vector<size_t> start_of_host;
+  for (const auto& other : grouped.members) {
+    if (other.front() == leader) continue;
+    start_of_host.push_back(at);
+    for (size_t j = 0; j < other.size(); ++j) {
+      for (size_t m = 0; m < nl; ++m) {
+        const Range to{Buf::scratch, out + (at + j * nl + m) * c, c};
+        across.actions.push_back(local_copy(m == 0 ? input(other[j]) : held_block(m, index_in(others, other[j])), to));
+      }
+    }
+    const size_t blocks = other.size() * nl;
+    across.actions.push_back(send_to(other.front(), Range{Buf::scratch, out + at * c, blocks * c}));
+    across.actions.push_back(recv_copy_from(other.front(), Range{Buf::scratch, in + at * c, blocks * c}));
+    at += blocks;
+  }
+  add_step(s, std::move(across));
+
+  // Back inside: each rank's blocks from the other hosts, in rank order; the leader's straight
+  // into recv.
+  Step back;
+  size_t h = 0;
+  for (const auto& other : grouped.members) {
+    if (other.front() == leader) continue;
+    for (size_t m = 0; m < nl; ++m) {
+      for (size_t j = 0; j < other.size(); ++j) {
+        const Range from{Buf::scratch, in + (start_of_host[h] + m * other.size() + j) * c, c};
+        back.actions.push_back(local_copy(from, m == 0 ? output(other[j]) : held_block(m, index_in(others, other[j]))));
+      }
+    }
+    ++h;
+  }
+  for (size_t m = 1; m < nl; ++m) {
+    for (const auto& [first, len] : runs) back.actions.push_back(send_to(local[m], held_block(m, first, len)));
+  }
+  add_step(s, std::move(back));
   return s;
 }
 

@@ -298,6 +298,9 @@ RankSchedule leaders_allreduce(const CollectiveDesc& desc, int rank);
 // leaders, the whole back. Across hosts only the other hosts' blocks move (leaders.cc).
 RankSchedule leaders_reducescatter(const CollectiveDesc& desc, int rank);
 RankSchedule leaders_allgather(const CollectiveDesc& desc, int rank);
+// AllToAll through the leaders: blocks for the host's ranks go straight to them, the others to
+// the leader, one message between each two leaders, the leader hands each rank its blocks.
+RankSchedule leaders_alltoall(const CollectiveDesc& desc, int rank);
 
 // Cuts a collective into up to `channels` independent parts (fewer when count is small), builds
 // `base` for each part, lays the parts' ranges side by side, sets Action::channel to the part
@@ -361,7 +364,8 @@ bool runs_here(const std::string& algorithm, OpType op, const Reach& reach);
 // Whether `algorithm` runs `op` over one host's shared region (shm-direct) instead of links.
 bool uses_region(const std::string& algorithm, OpType op);
 // Whether the tuner considers `algorithm` for `op` only when the ranks span two hosts or more
-// (the leaders' ReduceScatter and AllGather); forced, it runs on one host too.
+// and some host holds several (the leaders' ReduceScatter, AllGather and AllToAll); forced, it
+// runs anywhere.
 bool chosen_across_hosts_only(const std::string& algorithm, OpType op);
 // Why not, for messages ("" when it does).
 std::string why_not_here(const std::string& algorithm, OpType op, const Reach& reach);

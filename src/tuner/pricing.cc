@@ -1,11 +1,26 @@
 #include "tuner/pricing.h"
 
+#include <unordered_set>
 #include <utility>
 
 #include "tuner/long_pipeline.h"
 #include "tuner/symmetric_forms.h"
 
 namespace hoop::tuner {
+
+namespace {
+
+// Whether some host holds two ranks or more (with one rank per host, routing through each
+// host's leader is every rank exchanging with every rank at once).
+bool some_host_shared(const LinkView& links, int nranks) {
+  std::unordered_set<int> seen;
+  for (int r = 0; r < nranks; ++r) {
+    if (!seen.insert(links.host_of(r)).second) return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 Prediction price(Pricing how, const std::string& name, const schedule::CollectiveDesc& desc, size_t elem_bytes,
                  const LinkView& links, const CostModel& model) {
@@ -17,9 +32,10 @@ Prediction price(Pricing how, const std::string& name, const schedule::Collectiv
       return p;
     }
   }
-  if (schedule::chosen_across_hosts_only(name, desc.op) && links.reach(desc.nranks).one_host) {
+  if (schedule::chosen_across_hosts_only(name, desc.op) &&
+      (links.reach(desc.nranks).one_host || !some_host_shared(links, desc.nranks))) {
     Prediction p;
-    p.why_not = name + " is for ranks on two hosts or more";
+    p.why_not = name + " is for ranks on two hosts or more, several on one";
     return p;
   }
   // Beyond 64 ranks the sample misses the slowest rank of the exchange and tree algorithms by

@@ -1,6 +1,7 @@
 #include "support/coll_job.h"
 
 #include <chrono>
+#include <cstdlib>
 
 #include "support/reference.h"
 #include "transport/shm/shm_transport.h"
@@ -26,6 +27,9 @@ void run_job(const JobParam& p, const std::function<void(RankContext&, Communica
   opts.env = env;
   opts.env.emplace_back("HOOP_TRANSPORT", p.transport);
   auto results = run_ranks(p.nranks, [&](RankContext& ctx) {
+    if (!p.hosts.empty()) {
+      ::setenv("HOOP_HOST_ID", ("fake-host-" + std::to_string(p.hosts[static_cast<size_t>(ctx.rank)])).c_str(), 1);
+    }
     CommOptions copts;
     copts.timeout = std::chrono::seconds(30);
     auto comm = ctx.make_comm(copts);

@@ -18,7 +18,10 @@ namespace hoop::test {
 
 struct JobParam {
   int nranks;
-  const char* transport;
+  const char* transport;  // "auto" with fake hosts
+  // Fake hosts (HOOP_HOST_ID per rank: ranks of one talk over shared memory, of two over
+  // TCP); empty: one host.
+  std::vector<int> hosts = {};
 };
 
 std::string job_param_name(const ::testing::TestParamInfo<JobParam>& info);
