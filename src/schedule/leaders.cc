@@ -25,7 +25,8 @@
 // with every block its host's ranks send there, receives one from it, and hands its ranks the
 // blocks for them. Between two hosts one message each way, where pairwise and Bruck send
 // L*L or more, each after the last: small blocks over a high-latency link. The leader
-// rearranges the blocks with local copies (its scratch is 3 L (N-L) blocks).
+// rearranges the blocks with local copies (its scratch is 2 L (N-L) blocks, plus the input
+// when in place).
 #include <algorithm>
 
 #include "schedule/fold.h"
@@ -239,15 +240,19 @@ RankSchedule leaders_alltoall(const CollectiveDesc& d, int r) {
     s.scratch_count = staged;
     return s;
   }
-  // The leader's scratch after the staged input: `held` (for each rank of the host, its blocks
-  // for the other hosts in `others` order; later, for each, the blocks the other hosts sent
-  // it), `out` (per other host, its ranks' blocks from this host: [their rank][this host's
-  // rank]) and `in` (per other host, this host's blocks from it: [this host's rank][their rank]).
-  const size_t held = staged, out = held + nl * nf * c, in = out + nl * nf * c;
-  s.scratch_count = in + nl * nf * c;
-  auto held_block = [&](size_t m, size_t f, size_t blocks = 1) {
-    return Range{Buf::scratch, held + (m * nf + f) * c, blocks * c};
+  // The leader's scratch after the staged input, two areas of L (N-L) blocks. `held`: for each
+  // rank of the host, its blocks for the other hosts in `others` order. `out`: per other host,
+  // its ranks' blocks from this host ([their rank][this host's rank]). The blocks from the
+  // other hosts arrive in `held` (read into `out` at the start of that step: a step's local
+  // actions run before its transfers, in the engine's run_step as in the checker's enter),
+  // per other host [this host's rank][their rank]; they are then sorted into `out`, for each
+  // rank of the host in `others` order, and sent from there.
+  const size_t held = staged, out = held + nl * nf * c, in = held;
+  s.scratch_count = out + nl * nf * c;
+  auto by_rank = [&](size_t area, size_t m, size_t f, size_t blocks = 1) {
+    return Range{Buf::scratch, area + (m * nf + f) * c, blocks * c};
   };
+  auto held_block = [&](size_t m, size_t f, size_t blocks = 1) { return by_rank(held, m, f, blocks); };
   for (size_t m = 1; m < nl; ++m) {
     for (const auto& [first, len] : runs) inside.actions.push_back(recv_copy_from(local[m], held_block(m, first, len)));
   }
@@ -283,13 +288,13 @@ RankSchedule leaders_alltoall(const CollectiveDesc& d, int r) {
     for (size_t m = 0; m < nl; ++m) {
       for (size_t j = 0; j < other.size(); ++j) {
         const Range from{Buf::scratch, in + (start_of_host[h] + m * other.size() + j) * c, c};
-        back.actions.push_back(local_copy(from, m == 0 ? output(other[j]) : held_block(m, index_in(others, other[j]))));
+        back.actions.push_back(local_copy(from, m == 0 ? output(other[j]) : by_rank(out, m, index_in(others, other[j]))));
       }
     }
     ++h;
   }
   for (size_t m = 1; m < nl; ++m) {
-    for (const auto& [first, len] : runs) back.actions.push_back(send_to(local[m], held_block(m, first, len)));
+    for (const auto& [first, len] : runs) back.actions.push_back(send_to(local[m], by_rank(out, m, first, len)));
   }
   add_step(s, std::move(back));
   return s;
