@@ -182,9 +182,9 @@ schedule::CollectiveDesc chain_call(OpType op, int n, const schedule::Topology& 
   return d;
 }
 
-TEST(TunerModel, BroadcastBetweenHostsIsPricedAsOneCallOfAStream) {
-  // A chain of hosts: in back-to-back Broadcasts every hop between hosts fills while the calls
-  // before drain, so a call costs one message whatever the number of hosts.
+TEST(TunerModel, BroadcastAndReduceChainBetweenHostsArePricedAsOneCallOfAStream) {
+  // A chain of hosts: in back-to-back Broadcasts (and Reduces) every hop between hosts fills
+  // while the calls before drain, so a call costs one message whatever the number of hosts.
   const double message = 10e-6 + 16000 / 1e9;
   for (int n : {4, 8, 16}) {
     const auto topo = one_rank_per_host(n);
@@ -193,11 +193,14 @@ TEST(TunerModel, BroadcastBetweenHostsIsPricedAsOneCallOfAStream) {
     ASSERT_TRUE(p.applicable) << p.why_not;
     EXPECT_NEAR(p.seconds, message, 1e-12) << n << " hosts";
   }
-  // The Reduce's chain, whose root waits for all, pays one hop per forwarding rank.
+  // The Reduce's chain too: one message and its reduction. Its tree, whose inner ranks wait
+  // for two children, keeps the fill of its levels (3 on 8 ranks).
   const auto topo = one_rank_per_host(8);
-  const auto reduce = tuner::predict("chain", chain_call(OpType::reduce, 8, topo), 4,
-                                     LinkView{&topo, LinkView::Force::none}, round_model());
-  EXPECT_NEAR(reduce.seconds, 7 * (message + 16000 * 1e-9), 1e-12);  // each receiver reduces
+  const LinkView hosts{&topo, LinkView::Force::none};
+  const auto reduce = tuner::predict("chain", chain_call(OpType::reduce, 8, topo), 4, hosts, round_model());
+  EXPECT_NEAR(reduce.seconds, message + 16000 * 1e-9, 1e-12);
+  const auto tree = tuner::predict("tree", chain_call(OpType::reduce, 8, topo), 4, hosts, round_model());
+  EXPECT_GT(tree.seconds, 2 * message);
   // Within a host too, for a call smaller than a slice; a larger one keeps the fill of its
   // hops (one slice each), whose copies run on the cores the ranks share.
   const auto host = schedule::Topology::single_host(8);
@@ -210,13 +213,16 @@ TEST(TunerModel, BroadcastBetweenHostsIsPricedAsOneCallOfAStream) {
   EXPECT_NEAR(shm.seconds, (1e-6 + 1048576 / 1e9) + 6 * (1e-6 + 262144 / 1e9), 1e-12);
 }
 
-TEST(TunerSelect, SmallBroadcastBetweenHostsGoesDownTheChain) {
-  // Naive's root sends seven messages per call, the chain's ranks one each.
+TEST(TunerSelect, SmallBroadcastAndReduceBetweenHostsGoDownTheChain) {
+  // Naive's root sends (receives) seven messages per call, the tree's levels fill, the chain's
+  // ranks send one each.
   const auto topo = one_rank_per_host(8);
   tuner::Tuner t(round_model(), topo, LinkView::Force::none);
-  schedule::CollectiveDesc d = chain_call(OpType::broadcast, 8, topo);
-  d.count = 256;
-  EXPECT_EQ(t.choose(d, 4, detail::candidate_algorithms(OpType::broadcast)).algorithm, "ring");
+  for (OpType op : {OpType::broadcast, OpType::reduce}) {
+    schedule::CollectiveDesc d = chain_call(op, 8, topo);
+    d.count = 256;
+    EXPECT_EQ(t.choose(d, 4, detail::candidate_algorithms(op)).algorithm, "ring") << to_string(op);
+  }
 }
 
 // A shaped link (sustained below the burst rate) gets a receive window of 2 ms at its rate,

@@ -8,9 +8,9 @@
 //    copied bytes * copy;
 //  - a receive whose sender forwards it (Action::after) waits for the sender's own pipeline to
 //    fill: one slice time per hop upstream (chains and trees), paid once per rank (its longest
-//    fill), since later steps overlap the earlier steps' forwarding; a Broadcast is priced as
-//    one call of a stream of them, whose hops (within a host: of a call under a slice) fill
-//    while the calls before drain;
+//    fill), since later steps overlap the earlier steps' forwarding; a Broadcast (and a
+//    Reduce's chain) is priced as one call of a stream of them, whose hops (within a host: of
+//    a call under a slice) fill while the calls before drain;
 //  - ranks advance in lockstep (step k of every rank at the same time): right for the
 //    symmetric algorithms, an approximation for the others; the predicted time is the slowest
 //    evaluated rank.
