@@ -138,8 +138,8 @@ TEST_P(P2pTest, AllToAllInAGroup) {
   run(4, [](RankContext&, Communicator& comm) { all_to_all(comm, true); });
 }
 
-// Over a link the calibration found shaped, the TCP links take a small receive window
-// (tuner::shaped_receive_window): a sender's last megabytes are still on their way when its
+// Over a link the calibration found shaped, the TCP links take small buffers
+// (tuner::shaped_link_window): a sender's last megabytes are still on their way when its
 // sends have returned and it has exited, closing the socket its peers send to it on. Their
 // receives of its data must go on regardless. The model is a calibration's, read from its
 // cache after editing it to say the link sustains 100 MB/s.

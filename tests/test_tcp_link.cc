@@ -791,16 +791,18 @@ TEST(TcpLinkStaging, ConsumingMoreThanReadableIsAnError) {
   EXPECT_NO_THROW(link.check_peer_alive());
 }
 
-int receive_buffer(int fd) {
+int socket_buffer(int fd, int which) {
   int value = 0;
   socklen_t len = sizeof value;
-  EXPECT_EQ(::getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &value, &len), 0);
+  EXPECT_EQ(::getsockopt(fd, SOL_SOCKET, which, &value, &len), 0);
   return value;
 }
+int receive_buffer(int fd) { return socket_buffer(fd, SO_RCVBUF); }
+int send_buffer(int fd) { return socket_buffer(fd, SO_SNDBUF); }
 
 // The cap a shaped link's calibration sets reaches a link opened before it at its next
-// receive, and lifting it gives the configured buffer back.
-TEST(TcpLinkBuffers, AReceiveCapReachesAnOpenLinkAtItsNextReceive) {
+// receive, and lifting it gives the configured buffers back.
+TEST(TcpLinkBuffers, ACapReachesAnOpenLinkAtItsNextReceive) {
   // Below net.core.rmem_max's default (212992), so that the kernel takes it as given.
   ScopedEnv buffer("HOOP_SOCKET_BUFFER", "192K");
   SocketPair sp;
@@ -808,16 +810,41 @@ TEST(TcpLinkBuffers, AReceiveCapReachesAnOpenLinkAtItsNextReceive) {
   tcp::set_buffer_sizes(fd, tcp::socket_buffer_bytes());  // as configure_link_socket does
   tcp::TcpLink link(std::move(sp.ours), 0, 1, 4096);
   const int configured = receive_buffer(fd);
+  const int configured_send = send_buffer(fd);
   EXPECT_GE(configured, 192 * 1024);  // the kernel doubles what it is given
-  tcp::cap_receive_buffer(64 * 1024);
+  EXPECT_GE(configured_send, 192 * 1024);
+  tcp::cap_link_buffers(64 * 1024);
   EXPECT_EQ(receive_buffer(fd), configured) << "nothing changes before the link receives";
+  EXPECT_EQ(send_buffer(fd), configured_send);
   (void)link.readable();
-  EXPECT_LE(receive_buffer(fd), 2 * 64 * 1024);
-  EXPECT_GE(receive_buffer(fd), 64 * 1024);
-  EXPECT_LT(receive_buffer(fd), configured);
-  tcp::cap_receive_buffer(0);
+  for (const int now : {receive_buffer(fd), send_buffer(fd)}) {
+    EXPECT_LE(now, 2 * 64 * 1024);
+    EXPECT_GE(now, 64 * 1024);
+  }
+  tcp::cap_link_buffers(0);
   (void)link.readable();
   EXPECT_EQ(receive_buffer(fd), configured);
+  EXPECT_EQ(send_buffer(fd), configured_send);
+}
+
+// A link that only sends (a chain's last rank on a host) takes the cap at its next send.
+TEST(TcpLinkBuffers, ACapReachesAnOpenLinkAtItsNextSend) {
+  ScopedEnv buffer("HOOP_SOCKET_BUFFER", "192K");
+  SocketPair sp;
+  const int fd = sp.ours.get();
+  tcp::set_buffer_sizes(fd, tcp::socket_buffer_bytes());
+  tcp::TcpLink link(std::move(sp.ours), 0, 1, 4096);
+  const int configured_send = send_buffer(fd);
+  tcp::cap_link_buffers(64 * 1024);
+  EXPECT_EQ(send_buffer(fd), configured_send) << "nothing changes before the link sends";
+  const char byte = 'x';
+  EXPECT_EQ(link.write_some(&byte, 1), 1u);
+  EXPECT_LE(send_buffer(fd), 2 * 64 * 1024);
+  EXPECT_GE(send_buffer(fd), 64 * 1024);
+  const WritePart parts[] = {{&byte, 1}, {&byte, 1}};
+  tcp::cap_link_buffers(0);
+  EXPECT_EQ(link.write_parts(parts), 2u);
+  EXPECT_EQ(send_buffer(fd), configured_send);
 }
 
 std::string congestion_control(int fd) {

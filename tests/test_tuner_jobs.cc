@@ -141,7 +141,7 @@ TEST(TunerJobs, ABusyHostIsNotTakenForAShapedLoopback) {
   const auto model = tuner::model_from_json(report.substr(report.find(' ') + 1));
   EXPECT_EQ(model.source, "measured");
   EXPECT_EQ(model.tcp.sustained, 0.0) << report;
-  EXPECT_EQ(tuner::shaped_receive_window(model), 0u);
+  EXPECT_EQ(tuner::shaped_link_window(model), 0u);
 }
 
 std::string model_source_of_job(const std::string& cache_dir, const std::string& calibrate) {

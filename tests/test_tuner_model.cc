@@ -227,13 +227,13 @@ TEST(TunerSelect, SmallBroadcastAndReduceBetweenHostsGoDownTheChain) {
 
 // A shaped link (sustained below the burst rate) gets a receive window of 2 ms at its rate,
 // at least 64 KiB; an unshaped one keeps the configured buffer.
-TEST(TunerModel, ShapedLinksGetAReceiveWindowOfTwoMillisecondsAtTheirRate) {
+TEST(TunerModel, ShapedLinksGetBuffersOfTwoMillisecondsAtTheirRate) {
   CostModel m;
-  EXPECT_EQ(tuner::shaped_receive_window(m), 0u);
+  EXPECT_EQ(tuner::shaped_link_window(m), 0u);
   m.tcp.sustained = 25e6;  // 200 Mbit/s
-  EXPECT_EQ(tuner::shaped_receive_window(m), 64u * 1024);
+  EXPECT_EQ(tuner::shaped_link_window(m), 64u * 1024);
   m.tcp.sustained = 122e6;  // 1 Gbit/s
-  EXPECT_EQ(tuner::shaped_receive_window(m), 244000u);
+  EXPECT_EQ(tuner::shaped_link_window(m), 244000u);
 }
 
 TEST(TunerModel, UnknownAlgorithmIsNotApplicable) {

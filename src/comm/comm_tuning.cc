@@ -39,10 +39,10 @@ void CommImpl::calibrate(Communicator& self) {
   const auto model = tuner::agree_on_model(self, *job_->store, fmt::format("hoop/tuner/{}/", n), partners,
                                            peers_[0].host_id);
   job_->cost_model = std::make_shared<const tuner::CostModel>(model);
-  // Over a shaped link, a receive window of 2 ms at its sustained rate (shaped_receive_window),
-  // unless the user set the buffer.
+  // Over a shaped link, send and receive buffers of 2 ms at its sustained rate
+  // (shaped_link_window), unless the user set the buffer.
   if (params::origin(params::Id::socket_buffer) == params::Origin::default_value)
-    transport::tcp::cap_receive_buffer(tuner::shaped_receive_window(model));
+    transport::tcp::cap_link_buffers(tuner::shaped_link_window(model));
   // The calibration's messages are not the user's traffic.
   reset_stats();
   {

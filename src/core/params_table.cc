@@ -39,8 +39,8 @@ constexpr std::array<Param, static_cast<size_t>(Id::count_)> kParams = {{
      .aliases = "INET|IPV4|4|INET6|IPV6|6", .fold_case = true},
     {.id = Id::socket_buffer, .name = "HOOP_SOCKET_BUFFER", .kind = K::size, .fallback = "4M",
      .doc = "send and receive buffer of every TCP socket; 0 keeps the kernel's autotuning; unset "
-            "on a link the calibration finds shaped (it sustains less than it bursts), the "
-            "receive side is 2 ms of the sustained rate, at least 64K"},
+            "on a link the calibration finds shaped (it sustains less than it bursts), both are "
+            "2 ms of the sustained rate, at least 64K"},
     {.id = Id::tcp_staging_bytes, .name = "HOOP_TCP_STAGING_BYTES", .kind = K::size, .fallback = "4M",
      .doc = "receive staging buffer of every TCP link (at least 4K)"},
     {.id = Id::tcp_handshake_timeout, .name = "HOOP_TCP_HANDSHAKE_TIMEOUT", .kind = K::seconds, .fallback = "5",

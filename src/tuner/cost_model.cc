@@ -131,7 +131,7 @@ std::string to_table(const CostModel& m) {
   return out;
 }
 
-size_t shaped_receive_window(const CostModel& m) {
+size_t shaped_link_window(const CostModel& m) {
   if (m.tcp.sustained <= 0) return 0;
   constexpr double kQueueSeconds = 2e-3;
   constexpr size_t kSmallest = 64 * 1024;

@@ -71,14 +71,16 @@ std::string to_json(const CostModel& m);
 CostModel model_from_json(const std::string& text);
 CostModel load_model_file(const std::string& path);
 
-// The receive buffer for the TCP links of a model whose link is shaped (sustained > 0): 2 ms
-// at the sustained rate, at least 64 KiB; 0 when the link is not shaped (the configured buffer
-// stays). A shaper's queue fills up to the window of each connection, and the acknowledgements
-// of the other direction wait behind it: in the lab (tbf, 20 ms of queue), a ring kept 96-99% of
-// the rate with 2 ms of window (64 KiB at 200 Mbit/s, 256 KiB at 1 Gbit/s), 83-86% with the
-// default 4 MiB or the kernel's autotuning at 200 Mbit/s, 90% with 128 KiB, and took
-// retransmissions at 1 Gbit/s with 64 KiB.
-size_t shaped_receive_window(const CostModel& m);
+// The send and receive buffers for the TCP links of a model whose link is shaped (sustained >
+// 0): 2 ms at the sustained rate, at least 64 KiB; 0 when the link is not shaped (the
+// configured buffer stays). A shaper's queue fills up to the window of each connection, and
+// the acknowledgements of the other direction wait behind it: in the lab (tbf, 20 ms of queue),
+// a ring kept 96-99% of the rate with 2 ms of window (64 KiB at 200 Mbit/s, 256 KiB at
+// 1 Gbit/s), 83-86% with the default 4 MiB or the kernel's autotuning at 200 Mbit/s, 90% with
+// 128 KiB, and took retransmissions at 1 Gbit/s with 64 KiB. A send buffer of 4 MiB over such a
+// link let a chain's sender run ahead while the link idled a quarter of the time (2 hosts x 4
+// ranks, Broadcast of 4 MiB at 1 Gbit/s: 48 ms a call where the link needs 35).
+size_t shaped_link_window(const CostModel& m);
 
 // A printable alpha/beta/gamma table.
 std::string to_table(const CostModel& m);

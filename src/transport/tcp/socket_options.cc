@@ -21,12 +21,12 @@ namespace hoop::transport::tcp {
 
 namespace {
 
-std::atomic<size_t> receive_cap{0};
-std::atomic<uint32_t> receive_generation{0};
+std::atomic<size_t> buffer_cap{0};
+std::atomic<uint32_t> cap_generation{0};
 
-size_t receive_buffer_bytes() {
+size_t capped_buffer_bytes() {
   const size_t configured = socket_buffer_bytes();
-  const size_t cap = receive_cap.load(std::memory_order_relaxed);
+  const size_t cap = buffer_cap.load(std::memory_order_relaxed);
   if (cap == 0) return configured;
   return configured == 0 ? cap : std::min(configured, cap);
 }
@@ -55,8 +55,7 @@ void configure_link_socket(int fd) {
     throw_system_error(ErrorCode::transport, "cannot set TCP_NODELAY", errno);
   }
   ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
-  set_buffer_sizes(fd, socket_buffer_bytes());
-  apply_receive_buffer(fd);
+  apply_buffer_cap(fd);
   set_congestion_control(fd);
 }
 
@@ -79,18 +78,13 @@ void set_congestion_control(int fd) {
   }
 }
 
-void cap_receive_buffer(size_t bytes) noexcept {
-  if (receive_cap.exchange(bytes, std::memory_order_relaxed) != bytes)
-    receive_generation.fetch_add(1, std::memory_order_release);
+void cap_link_buffers(size_t bytes) noexcept {
+  if (buffer_cap.exchange(bytes, std::memory_order_relaxed) != bytes)
+    cap_generation.fetch_add(1, std::memory_order_release);
 }
 
-uint32_t receive_cap_generation() noexcept { return receive_generation.load(std::memory_order_acquire); }
+uint32_t buffer_cap_generation() noexcept { return cap_generation.load(std::memory_order_acquire); }
 
-void apply_receive_buffer(int fd) noexcept {
-  const size_t bytes = receive_buffer_bytes();
-  if (bytes == 0) return;
-  const int value = static_cast<int>(std::min<size_t>(bytes, INT_MAX / 2));
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &value, sizeof value);
-}
+void apply_buffer_cap(int fd) noexcept { set_buffer_sizes(fd, capped_buffer_bytes()); }
 
 }  // namespace hoop::transport::tcp

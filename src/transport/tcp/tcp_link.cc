@@ -74,9 +74,17 @@ void TcpLink::fail_errno(const char* what, int err) const {
   throw_system_error(ErrorCode::transport, fmt::format("{} rank {} failed", what, peer_), err, ctx);
 }
 
+void TcpLink::follow_buffer_cap() noexcept {
+  if (const uint32_t cap = buffer_cap_generation(); cap != buffer_cap_seen_) {
+    apply_buffer_cap(fd_.get());
+    buffer_cap_seen_ = cap;
+  }
+}
+
 size_t TcpLink::write_some(const void* src, size_t n) {
   if (!poison_reason_.empty()) fail_closed();
   if (n == 0) return 0;
+  follow_buffer_cap();
   for (;;) {
     const ssize_t sent = ::send(fd_.get(), src, n, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (sent >= 0) {
@@ -98,6 +106,7 @@ size_t TcpLink::write_parts(std::span<const WritePart> parts) {
     if (p.size > 0) iov[n++] = iovec{const_cast<void*>(p.data), p.size};
   }
   if (n == 0) return 0;
+  follow_buffer_cap();
   msghdr msg{};
   msg.msg_iov = iov;
   msg.msg_iovlen = n;
@@ -133,10 +142,7 @@ void TcpLink::make_room() noexcept {
 std::span<const std::byte> TcpLink::readable() {
   if (!poison_reason_.empty()) fail_closed();
   if (read_ == write_) read_ = write_ = head_offset();
-  if (const uint32_t cap = receive_cap_generation(); cap != receive_cap_seen_) {
-    apply_receive_buffer(fd_.get());
-    receive_cap_seen_ = cap;
-  }
+  follow_buffer_cap();
   if (!peer_closed_ && recv_error_ == 0) {
     // Only appends: a span returned earlier stays valid until consume().
     while (write_ < capacity_) {

@@ -39,6 +39,8 @@ class TcpLink final : public Link {
   // After consume(): moves unconsumed bytes to the front when the free tail is short and the
   // move is cheap compared to what it frees (each byte is moved at most once on average).
   void make_room() noexcept;
+  // Applies the links' buffer cap to fd_ if it changed since this link last looked.
+  void follow_buffer_cap() noexcept;
   size_t head_offset() const noexcept { return static_cast<size_t>(bytes_read_ % 8); }
 
   UniqueFd fd_;
@@ -53,7 +55,7 @@ class TcpLink final : public Link {
   size_t read_ = 0;
   size_t write_ = 0;
   int recv_error_ = 0;        // errno of a failed recv, reported once the buffer drains
-  uint32_t receive_cap_seen_ = ~0u;  // receive_cap_generation() last applied to fd_
+  uint32_t buffer_cap_seen_ = ~0u;  // buffer_cap_generation() last applied to fd_
   bool peer_closed_ = false;  // recv returned 0
   // readable() showed every buffered byte and nothing was consumed since: arming for reading
   // then means the caller needs more than is buffered, so it may sleep on the socket.
