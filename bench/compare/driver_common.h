@@ -1,8 +1,8 @@
 // What the comparison drivers (MPI, Gloo) share with hoop-bench so that the three measure the
-// same thing: sizes as hoop-bench counts them (the whole buffer of allreduce and broadcast, the
-// send buffer of reducescatter and alltoall, the recv buffer of allgather), f32 data, one verified call, then
-// warm-up iterations, a barrier, and timed iterations each timed on its own; an iteration's time
-// is the slowest rank's, and a row reports the median over iterations.
+// same thing: sizes as hoop-bench counts them (the whole buffer of allreduce, broadcast and reduce,
+// the send buffer of reducescatter and alltoall, the recv buffer of allgather), f32 data, one
+// verified call, then warm-up iterations, a barrier, and timed iterations each timed on its own; an
+// iteration's time is the slowest rank's, and a row reports the median over iterations.
 #pragma once
 
 #include <algorithm>
@@ -17,7 +17,8 @@
 namespace compare {
 
 struct DriverArgs {
-  std::string op = "allreduce";       // allreduce | reducescatter | allgather | broadcast | alltoall
+  std::string op = "allreduce";       // allreduce | reducescatter | allgather | broadcast | reduce |
+                                      // alltoall
   std::vector<size_t> sizes;          // bytes, as hoop-bench counts them
   int iters = 20;
   int warmup = 5;
@@ -58,7 +59,7 @@ inline DriverArgs parse_args(int argc, char** argv) {
   }
   if (a.sizes.empty()) throw std::invalid_argument("--sizes is required");
   if (a.op != "allreduce" && a.op != "reducescatter" && a.op != "allgather" && a.op != "broadcast" &&
-      a.op != "alltoall")
+      a.op != "reduce" && a.op != "alltoall")
     throw std::invalid_argument("unknown --op " + a.op);
   if (a.iters < 1 || a.warmup < 0) throw std::invalid_argument("bad --iters/--warmup");
   return a;
@@ -93,7 +94,25 @@ inline double busbw_factor(const std::string& op, int nranks) {
   const double n = nranks;
   if (op == "allreduce") return 2.0 * (n - 1.0) / n;
   if (splits_among_ranks(op)) return (n - 1.0) / n;
-  return 1.0;
+  return 1.0;  // broadcast, reduce
+}
+
+// Where `rank`'s recv buffer holds the sum over all ranks after an AllReduce, ReduceScatter or
+// Reduce (to rank 0): elements [0, len), the sums of the input's elements from `first` on. A
+// Reduce defines only the root's output (Gloo's uses the others' as scratch): none elsewhere.
+struct ReducedRange {
+  size_t first = 0;
+  size_t len = 0;
+};
+
+inline bool reduces(const std::string& op) {
+  return op == "allreduce" || op == "reducescatter" || op == "reduce";
+}
+
+inline ReducedRange reduced_range(const std::string& op, const Layout& l, int rank) {
+  if (op == "reducescatter") return {static_cast<size_t>(rank) * l.op_count, l.op_count};
+  if (op == "reduce" && rank != 0) return {0, 0};
+  return {0, l.count};
 }
 
 inline double median(std::vector<double> v) {

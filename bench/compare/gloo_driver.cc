@@ -8,6 +8,8 @@
 //   reducescatter: halving_doubling (ReduceScatterHalvingDoubling, in place: Gloo has no other)
 //   allgather:     ring (gloo::allgather, out of place)
 //   broadcast:     default (gloo::broadcast from rank 0, out of place)
+//   reduce:        default (gloo::reduce to rank 0, out of place: a ring ReduceScatter, then
+//                  a gather of the blocks to the root)
 //   alltoall:      default (gloo::alltoall, out of place)
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -17,6 +19,7 @@
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/math.h>
+#include <gloo/reduce.h>
 #include <gloo/reduce_scatter.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
@@ -132,6 +135,19 @@ Call make_call(const Ctx& ctx, const std::string& op, const std::string& algo, c
       gloo::broadcast(opts);
     };
   }
+  if (op == "reduce" && algo == "default") {
+    // Every rank's output is the ring's scratch: the whole buffer, on the root and elsewhere.
+    return [=] {
+      gloo::ReduceOptions opts(ctx);
+      opts.setInput(send, count);
+      opts.setOutput(recv, count);
+      opts.setRoot(0);
+      opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(
+          &gloo::sum<float>));
+      opts.setTag(next_tag());
+      gloo::reduce(opts);
+    };
+  }
   if (op == "alltoall" && algo == "default") {
     return input_output_call(ctx, &gloo::alltoall, send, count, recv, count);
   }
@@ -149,14 +165,13 @@ unsigned long long verify(const Ctx& ctx, const std::string& op, const std::stri
   const size_t block = l.op_count;
   float* input = in_place(op, algo) ? b.recv.data() : b.send.data();
   unsigned long long wrong = 0;
-  if (op == "allreduce" || op == "reducescatter") {
+  if (reduces(op)) {
     std::fill(b.recv.begin(), b.recv.end(), -1.0f);
     for (size_t i = 0; i < l.count; ++i) input[i] = input_value(rank, i);
     call();
     // ReduceScatterHalvingDoubling leaves rank r's block at the start of the buffer.
-    const size_t first = op == "allreduce" ? 0 : static_cast<size_t>(rank) * block;
-    const size_t len = op == "allreduce" ? l.count : block;
-    for (size_t i = 0; i < len; ++i) wrong += b.recv[i] != sum_value(size, first + i);
+    const ReducedRange r = reduced_range(op, l, rank);
+    for (size_t i = 0; i < r.len; ++i) wrong += b.recv[i] != sum_value(size, r.first + i);
   } else if (op == "allgather" || op == "alltoall") {
     const bool gathers = op == "allgather";
     for (size_t i = 0; i < (gathers ? block : l.count); ++i) b.send[i] = input_value(rank, i);

@@ -1,7 +1,7 @@
 // Open MPI's collectives, measured the way hoop-bench measures hoop's (see driver_common.h):
 //   mpirun -np N mpi_driver --op allreduce --sizes 1024,4096 --iters 20 --warmup 5 --csv out.csv
-// Out of place: MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Allgather, MPI_Alltoall; MPI_Bcast
-// from rank 0.
+// Out of place: MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Allgather, MPI_Alltoall, MPI_Reduce
+// to rank 0; MPI_Bcast from rank 0.
 #include <mpi.h>
 
 #include <cstdio>
@@ -27,6 +27,8 @@ void call(const std::string& op, const Layout& l, Buffers& b) {
     MPI_Allgather(b.send.data(), n, MPI_FLOAT, b.recv.data(), n, MPI_FLOAT, MPI_COMM_WORLD);
   } else if (op == "alltoall") {
     MPI_Alltoall(b.send.data(), n, MPI_FLOAT, b.recv.data(), n, MPI_FLOAT, MPI_COMM_WORLD);
+  } else if (op == "reduce") {
+    MPI_Reduce(b.send.data(), b.recv.data(), n, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD);
   } else {
     MPI_Bcast(b.recv.data(), n, MPI_FLOAT, 0, MPI_COMM_WORLD);
   }
@@ -36,13 +38,12 @@ void call(const std::string& op, const Layout& l, Buffers& b) {
 unsigned long long verify(const std::string& op, const Layout& l, Buffers& b, int rank, int size) {
   unsigned long long wrong = 0;
   const size_t block = l.op_count;
-  if (op == "allreduce" || op == "reducescatter") {
+  if (reduces(op)) {
     for (size_t i = 0; i < l.count; ++i) b.send[i] = input_value(rank, i);
     std::fill(b.recv.begin(), b.recv.end(), -1.0f);
     call(op, l, b);
-    const size_t first = op == "allreduce" ? 0 : static_cast<size_t>(rank) * block;
-    const size_t len = op == "allreduce" ? l.count : block;
-    for (size_t i = 0; i < len; ++i) wrong += b.recv[i] != sum_value(size, first + i);
+    const ReducedRange r = reduced_range(op, l, rank);
+    for (size_t i = 0; i < r.len; ++i) wrong += b.recv[i] != sum_value(size, r.first + i);
   } else if (op == "allgather" || op == "alltoall") {
     const bool gathers = op == "allgather";
     for (size_t i = 0; i < (gathers ? block : l.count); ++i) b.send[i] = input_value(rank, i);
