@@ -109,17 +109,38 @@ TEST(TunerContention, AReceiveFromAPeerHeardFromBeforeWaitsForItsTurn) {
   auto p = tuner::predict_schedules(ranks, 4, LinkView{&topo, LinkView::Force::none, &one_machine}, round_model(2));
   EXPECT_NEAR(p.seconds, 28e-6 + 28e-6 + 2 * 2e-6, 1e-12);
   // A root receiving from each peer in a step of its own, each peer sending in its first step:
-  // every message could leave at once, so no hand-over. The root's three steps cost the
-  // machine's processor time: 3 x 4 us + its own 7 us, over 2 cores.
+  // every message could leave at once, so no hand-over, and they travel together: the first
+  // step pays the latency (10 + 4 us), the later ones their processor time and bytes (3 + 4 us).
+  // Each step costs at least the machine's processor time over 2 cores: the first 3 x 7 us of
+  // the peers' sends and the root's 7 us.
   std::vector<RankSchedule> gather(4);
   for (int peer = 1; peer < 4; ++peer) {
     gather[0].steps.push_back({{schedule::recv_copy_from(peer, into(1000))}});
     gather[static_cast<size_t>(peer)].steps.push_back({{schedule::send_to(0, elems(1000))}});
   }
   p = tuner::predict_schedules(gather, 4, LinkView{&topo, LinkView::Force::none, &one_machine}, round_model(2));
-  double no_handoff = 0;
-  for (int k = 0; k < 3; ++k) no_handoff += std::max(14e-6, (k == 0 ? 3 * 7e-6 + 7e-6 : 7e-6) / 2);
-  EXPECT_NEAR(p.seconds, no_handoff, 1e-12);
+  EXPECT_NEAR(p.seconds, std::max(14e-6, (3 * 7e-6 + 7e-6) / 2) + 2 * std::max(7e-6, 7e-6 / 2), 1e-12);
+}
+
+TEST(TunerContention, OnlyMessagesSentAtTheStartTravelWhileTheFirstIsWaitedFor) {
+  const auto topo = one_rank_per_host(3);
+  const std::vector<int> own_machines = {0, 1, 2};
+  // Rank 0 takes one message from rank 1 and then one from rank 2, each sent at once: 14 us,
+  // then 7 (the second travelled during the first).
+  std::vector<RankSchedule> at_once(3);
+  for (int peer = 1; peer < 3; ++peer) {
+    at_once[0].steps.push_back({{schedule::recv_copy_from(peer, into(1000))}});
+    at_once[static_cast<size_t>(peer)].steps.push_back({{schedule::send_to(0, elems(1000))}});
+  }
+  const auto views = LinkView{&topo, LinkView::Force::none, &own_machines};
+  EXPECT_NEAR(tuner::predict_schedules(at_once, 4, views, round_model(0)).seconds, 14e-6 + 7e-6, 1e-12);
+  // Rank 2 sends its message in its second step, after taking one from rank 1: it leaves
+  // late, and rank 0's second step pays its latency again (each rank's steps are priced one
+  // after another, as if all ranks were in the same step at once).
+  std::vector<RankSchedule> late = at_once;
+  late[1].steps[0].actions.push_back(schedule::send_to(2, elems(1000)));
+  late[2].steps.insert(late[2].steps.begin(), {{schedule::recv_copy_from(1, into(1000))}});
+  EXPECT_NEAR(tuner::predict_schedules(late, 4, views, round_model(0)).seconds, 14e-6 + 14e-6, 1e-12);
 }
 
 TEST(TunerContention, AForwardedChunkWaitsForItsForwardersTurn) {

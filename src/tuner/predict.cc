@@ -101,6 +101,7 @@ struct RankInfo {
   std::vector<Recv> recvs;
   std::vector<uint32_t> recv_begin{0};
   std::vector<Relay> relays;  // sorted by key
+  std::vector<uint64_t> opening_sends;  // send_key of each send of step 0, sorted
   bool forwards = false;      // has a send with `after`
   std::vector<double> lag;    // memo, -1 unknown
 
@@ -162,11 +163,16 @@ class Evaluator {
   // steps' forwarding tails (a tree's chunks stream through it), so the fill is not paid again.
   // A host whose link sustains less than it takes in a burst (sustained_rate) moves the
   // whole operation's bytes at no more than that rate in each direction.
+  // A step taking only messages sent at the start pays their latency once: the later ones
+  // travelled while the first was waited for.
   double rank_seconds(int r) {
     RankInfo& ri = info(r);
     double t = 0, fill = 0;
+    bool opening_waited = false;
     for (size_t k = 0; k < ri.nsteps(); ++k) {
-      t += step_seconds(r, static_cast<int>(k));
+      const bool opening = takes_only_opening_messages(r, k);
+      t += step_seconds(r, static_cast<int>(k), opening && opening_waited);
+      opening_waited = opening_waited || opening;
       fill = std::max(fill, lag(r, static_cast<int>(k)));
     }
     return std::max(t + fill, sustained_seconds(r));
@@ -239,6 +245,7 @@ class Evaluator {
         const uint32_t ord = counter[conn_key(a.peer, a.channel, out)]++;
         ordinal.push_back(ord);
         if (in && a.peer >= 0 && a.peer < n_) ri.recvs.push_back({a.peer, a.channel, ord});
+        if (out && k == 0) ri.opening_sends.push_back(send_key(a.peer, a.channel, ord));
         const double b = out ? bytes(a.src) : bytes(a.dst);
         if (a.kind == ActionKind::recv_reduce) sp.local_seconds += b * m_.gamma;
         const LinkClass cls = links_.between(r, a.peer);
@@ -257,6 +264,22 @@ class Evaluator {
     }
     std::sort(ri.relays.begin(), ri.relays.end(),
               [](const RankInfo::Relay& x, const RankInfo::Relay& y) { return x.key < y.key; });
+    std::sort(ri.opening_sends.begin(), ri.opening_sends.end());
+  }
+
+  // Whether step k of r only receives, and only messages their senders sent in their first
+  // step: such messages travel at once, all together (a naive root's receives).
+  bool takes_only_opening_messages(int r, size_t k) {
+    const RankInfo& ri = info(r);
+    if (ri.step_recvs(k).empty()) return false;
+    for (const Conn& c : ri.step_conns(k)) {
+      if (c.out) return false;
+    }
+    for (const RankInfo::Recv& a : ri.step_recvs(k)) {
+      const std::vector<uint64_t>& sent = info(a.peer).opening_sends;
+      if (!std::binary_search(sent.begin(), sent.end(), send_key(r, a.channel, a.ordinal))) return false;
+    }
+    return true;
   }
 
   // The sends of step k that forward a receive, with the time one slice takes through it.
@@ -304,13 +327,13 @@ class Evaluator {
     return per_step.at(static_cast<size_t>(k));
   }
 
-  double step_seconds(int r, int k) {
+  double step_seconds(int r, int k, bool latency_paid = false) {
     const RankInfo& ri = info(r);
     const StepTotals& sp = ri.totals[static_cast<size_t>(k)];
     const std::span<const Conn> conns = ri.step_conns(static_cast<size_t>(k));
     std::pair<double, double> host{0, 0};
     if (any_tcp_conn(conns)) host = host_tcp(r, k);
-    const double price = step_price(conns, host.first, host.second, sp.local_seconds, m_);
+    const double price = step_price(conns, host.first, host.second, sp.local_seconds, m_, latency_paid);
     auto machine = machines_.find(links_.machine_of(r));
     if (machine == machines_.end()) return price;
     return contended_price(price, machine_demand(machine->second, k), chained_handoff(r, k),

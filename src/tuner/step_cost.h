@@ -6,6 +6,9 @@
 //    bytes / endpoint_beta, where a tcp endpoint's bytes are its host's (the NIC is shared by
 //    the host's ranks in the same step);
 //  - plus the local work (reductions, copies);
+//  - a step whose messages were sent at the start and travelled while the rank's earlier steps
+//    took theirs (latency_paid: a naive root's second receive on) pays no alpha again: its
+//    connections their bytes, its endpoint the processor time of each message;
 //  - when the ranks of the rank's machine outnumber its cores (contended_price): at least the
 //    processor time of all of them in that step over the cores, and a step that waits for a
 //    peer it heard from before a hand-over per rank of a core on top: the peer sends once those
@@ -25,12 +28,12 @@ namespace hoop::tuner {
 // host_tcp: bytes the rank's host sends and receives over tcp in this step (whole host).
 template <class Conn>
 double step_price(std::span<const Conn> conns, double host_tcp_out, double host_tcp_in, double local_seconds,
-                  const CostModel& m) {
+                  const CostModel& m, bool latency_paid = false) {
   double comm = 0;
   double msgs[2][2] = {{0, 0}, {0, 0}}, total[2][2] = {{0, 0}, {0, 0}};
   for (const Conn& c : conns) {
     const LinkCost& l = m.link(c.cls);
-    comm = std::max(comm, l.alpha + c.bytes / l.beta);
+    comm = std::max(comm, (latency_paid ? 0 : l.alpha) + c.bytes / l.beta);
     const int ci = c.cls == LinkClass::shm ? 0 : 1, di = c.out ? 1 : 0;
     msgs[ci][di] += 1;
     total[ci][di] += c.bytes;
@@ -42,7 +45,8 @@ double step_price(std::span<const Conn> conns, double host_tcp_out, double host_
       if (msgs[ci][di] == 0) continue;
       const double endpoint_bytes = cls == LinkClass::shm ? total[ci][di] : (di == 1 ? host_tcp_out : host_tcp_in);
       const double further = l.cpu > 0 ? l.cpu : m.overhead_fraction * l.alpha;
-      const double t = l.alpha + (msgs[ci][di] - 1) * further + std::max(endpoint_bytes, total[ci][di]) / l.endpoint_beta;
+      const double first = latency_paid ? further : l.alpha;
+      const double t = first + (msgs[ci][di] - 1) * further + std::max(endpoint_bytes, total[ci][di]) / l.endpoint_beta;
       comm = std::max(comm, t);
     }
   }

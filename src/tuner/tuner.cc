@@ -80,18 +80,17 @@ Choice Tuner::best(const std::vector<Candidate>& priced) {
       have = true;
     }
   }
-  // Near-ties between an exchange algorithm and the ring or naive go to the latter. An
-  // exchange step (halving-doubling, recursive doubling) waits for one partner whose own
-  // lateness compounds step after step; the ring streams each step through the links' buffers,
-  // so a rank that runs late delays only its successor, and naive's ranks all exchange once.
-  // The lockstep model sees none of it; measured in the lab, the ring is 5-25% ahead of
-  // halving-doubling from 1 MiB where the model has the two within 1%, and naive 1.1-1.7x
-  // ahead of recursive doubling at 1-16 KiB on 2 hosts x 4 ranks where the model has them
-  // within 0.3% (docs/BENCHMARKS.md).
+  // Near-ties between an exchange algorithm and the ring go to the ring. An exchange step
+  // (halving-doubling, recursive doubling) waits for one partner whose own lateness compounds
+  // step after step; the ring streams each step through the links' buffers, so a rank that
+  // runs late delays only its successor. The lockstep model sees none of it; measured in the
+  // lab, the ring is 5-25% ahead of halving-doubling from 1 MiB where the model has the two
+  // within 1% (docs/BENCHMARKS.md). (Naive took such ties too until its root's receives were
+  // priced as travelling together, predict.cc.)
   if (!have || (c.algorithm != "halving-doubling" && c.algorithm != "recursive-doubling")) return c;
   const Candidate* steady = nullptr;
   for (const auto& p : priced) {
-    if (p.prediction.applicable && (p.algorithm == "ring" || p.algorithm == "naive") &&
+    if (p.prediction.applicable && p.algorithm == "ring" &&
         (!steady || p.prediction.seconds < steady->prediction.seconds)) {
       steady = &p;
     }

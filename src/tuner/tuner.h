@@ -52,9 +52,9 @@ class Tuner {
   std::vector<Candidate> price_all(const schedule::CollectiveDesc& desc, size_t elem_bytes,
                                    const std::vector<std::string>& names,
                                    std::optional<int> forced_channels = std::nullopt) const;
-  // The fastest of price_all; ties go to the earlier one, except that the faster of the ring
-  // (its best channel count) and naive wins over halving-doubling or recursive doubling when it
-  // is predicted within kExchangeTieMargin of them.
+  // The fastest of price_all; ties go to the earlier one, except that the ring (its best
+  // channel count) wins over halving-doubling or recursive doubling when it is predicted within
+  // kExchangeTieMargin of them.
   static Choice best(const std::vector<Candidate>& priced);
   static constexpr double kExchangeTieMargin = 0.05;
 
