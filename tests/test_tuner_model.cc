@@ -225,6 +225,34 @@ TEST(TunerSelect, SmallBroadcastAndReduceBetweenHostsGoDownTheChain) {
   }
 }
 
+TEST(TunerSelect, SmallReduceScatterOnRanksSharingAMachineGoesThroughTheRoot) {
+  // 8 hosts of one rank on one machine of 2 cores (the lab): each message costs the processor
+  // 5 us at each end and a hand-over 10 us per rank of a core. Naive's 14 messages, its root's
+  // receives travelling together, beat halving-doubling's 48 exchanges for small blocks; the
+  // ring's N-1 steps of a block each take over when the root's link carries too much.
+  const auto topo = one_rank_per_host(8);
+  CostModel m = round_model();
+  m.tcp.alpha = 30e-6;
+  m.tcp.beta = m.tcp.endpoint_beta = 125e6;
+  m.tcp.cpu = 5e-6;
+  m.tcp.handoff = 10e-6;
+  m.cores = 2;
+  tuner::Tuner t(m, topo, LinkView::Force::none);
+  t.set_machines(std::vector<int>(8, 0));
+  schedule::CollectiveDesc d;
+  d.op = OpType::reducescatter;
+  d.nranks = 8;
+  d.topology = &topo;
+  d.count = 32;  // 1 KiB of input a rank
+  EXPECT_EQ(t.choose(d, 4, detail::candidate_algorithms(d.op)).algorithm, "naive");
+  d.count = 1 << 20;  // 32 MiB
+  EXPECT_EQ(t.choose(d, 4, detail::candidate_algorithms(d.op)).algorithm, "ring");
+  // Without the shared machine the log-step exchange wins the small blocks.
+  tuner::Tuner alone(m, topo, LinkView::Force::none);
+  d.count = 32;
+  EXPECT_EQ(alone.choose(d, 4, detail::candidate_algorithms(d.op)).algorithm, "halving-doubling");
+}
+
 // A shaped link (sustained below the burst rate) gets a receive window of 2 ms at its rate,
 // at least 64 KiB; an unshaped one keeps the configured buffer.
 TEST(TunerModel, ShapedLinksGetBuffersOfTwoMillisecondsAtTheirRate) {

@@ -64,6 +64,7 @@ const std::vector<Entry>& registry() {
       {OpType::allreduce, "naive", naive_allreduce},
       {OpType::reduce, "naive", naive_reduce},
       {OpType::broadcast, "naive", naive_broadcast},
+      {OpType::reducescatter, "naive", naive_reducescatter},
       // ---- tree and naive (end) ----
       // ---- the rest of the collective set (begin) ----
       {OpType::alltoall, "pairwise", pairwise_alltoall},

@@ -275,6 +275,8 @@ RankSchedule tree_broadcast(const CollectiveDesc& desc, int rank);
 RankSchedule naive_allreduce(const CollectiveDesc& desc, int rank);
 RankSchedule naive_reduce(const CollectiveDesc& desc, int rank);
 RankSchedule naive_broadcast(const CollectiveDesc& desc, int rank);
+// Reduce to rank 0 in scratch, then rank 0 sends each rank its block.
+RankSchedule naive_reducescatter(const CollectiveDesc& desc, int rank);
 // ---- tree and naive algorithms (end) ----
 
 // ---- halving-doubling, recursive-doubling, hierarchical, multi-channel (begin) ------------
