@@ -75,7 +75,7 @@ constexpr std::array<Param, static_cast<size_t>(Id::count_)> kParams = {{
      .doc = "shm-direct: pipelined chunk slot per rank and stage (whole pages)"},
     {.id = Id::direct_stages, .name = "HOOP_DIRECT_STAGES", .kind = K::integer, .fallback = "2",
      .doc = "shm-direct: chunks in flight", .min = 1, .max = 16},
-    {.id = Id::direct_single_copy_bytes, .name = "HOOP_DIRECT_SINGLE_COPY_BYTES", .kind = K::size, .fallback = "1M",
+    {.id = Id::direct_single_copy_bytes, .name = "HOOP_DIRECT_SINGLE_COPY_BYTES", .kind = K::size, .fallback = "64K",
      .doc = "shm-direct: ReduceScatter, AllGather and Broadcast from this size read peers' "
             "buffers with `process_vm_readv` (AllGather, with more ranks on the host than cores: "
             "from an eighth of it per rank times the ranks per core); 0 turns it off"},
