@@ -201,16 +201,26 @@ TEST(TunerModel, BroadcastAndReduceChainBetweenHostsArePricedAsOneCallOfAStream)
   EXPECT_NEAR(reduce.seconds, message + 16000 * 1e-9, 1e-12);
   const auto tree = tuner::predict("tree", chain_call(OpType::reduce, 8, topo), 4, hosts, round_model());
   EXPECT_GT(tree.seconds, 2 * message);
-  // Within a host too, for a call smaller than a slice; a larger one keeps the fill of its
-  // hops (one slice each), whose copies run on the cores the ranks share.
+  // Within a host whose 2 cores its 8 ranks share, for a call smaller than a slice; a larger
+  // one keeps the fill of its hops (one slice each), whose copies compete for the cores.
   const auto host = schedule::Topology::single_host(8);
-  const LinkView one_host{&host, LinkView::Force::none};
+  const std::vector<int> one_machine(8, 0);
+  CostModel two_cores = round_model();
+  two_cores.cores = 2;
+  const LinkView shared{&host, LinkView::Force::none, &one_machine};
   auto d = chain_call(OpType::broadcast, 8, host);
-  auto shm = tuner::predict("chain", d, 4, one_host, round_model());
+  auto shm = tuner::predict("chain", d, 4, shared, two_cores);
   EXPECT_NEAR(shm.seconds, 1e-6 + 16000 / 1e9, 1e-12);
   d.count = 262144;  // 1 MiB, four slices
-  shm = tuner::predict("chain", d, 4, one_host, round_model());
+  shm = tuner::predict("chain", d, 4, shared, two_cores);
   EXPECT_NEAR(shm.seconds, (1e-6 + 1048576 / 1e9) + 6 * (1e-6 + 262144 / 1e9), 1e-12);
+  // On cores of their own each rank of the stream works at its own pace: a hand-over through
+  // the ring, and its own copies (a middle rank copies each slice out of one ring and into the
+  // next), whatever the length of the chain.
+  CostModel own = round_model();
+  own.copy = 1e-10;
+  shm = tuner::predict("chain", d, 4, LinkView{&host, LinkView::Force::none}, own);
+  EXPECT_NEAR(shm.seconds, 1e-6 + 2 * 1048576 * 1e-10, 1e-12);
 }
 
 TEST(TunerSelect, SmallBroadcastAndReduceBetweenHostsGoDownTheChain) {

@@ -65,6 +65,7 @@ struct Conn {
 struct StepTotals {
   double local_seconds = 0;  // reductions and copies
   double tcp_out = 0, tcp_in = 0;
+  double copied_bytes = 0;  // bytes the rank copies itself into or out of a link (sends, plain receives)
 };
 
 uint64_t conn_key(int peer, int channel, bool out) {
@@ -248,6 +249,7 @@ class Evaluator {
         if (out && k == 0) ri.opening_sends.push_back(send_key(a.peer, a.channel, ord));
         const double b = out ? bytes(a.src) : bytes(a.dst);
         if (a.kind == ActionKind::recv_reduce) sp.local_seconds += b * m_.gamma;
+        else sp.copied_bytes += b;
         const LinkClass cls = links_.between(r, a.peer);
         const uint64_t key = conn_key(a.peer, a.channel, out);
         if (Conn* c = find_conn(ri.conns, from, conn_index, key, a)) {
@@ -331,6 +333,11 @@ class Evaluator {
     const RankInfo& ri = info(r);
     const StepTotals& sp = ri.totals[static_cast<size_t>(k)];
     const std::span<const Conn> conns = ri.step_conns(static_cast<size_t>(k));
+    if (streamed && !contended(r) && !conns.empty() && only_shm(conns)) {
+      // In a stream through shared memory on cores of their own, each rank works at its own
+      // pace: a call costs it one hand-over through the ring, its own copies and reductions.
+      return m_.shm.alpha + sp.copied_bytes * m_.copy + sp.local_seconds;
+    }
     std::pair<double, double> host{0, 0};
     if (any_tcp_conn(conns)) host = host_tcp(r, k);
     const double price = step_price(conns, host.first, host.second, sp.local_seconds, m_, latency_paid);
@@ -338,6 +345,11 @@ class Evaluator {
     if (machine == machines_.end()) return price;
     return contended_price(price, machine_demand(machine->second, k), chained_handoff(r, k),
                            machine->second.contention);
+  }
+
+  bool contended(int r) const { return machines_.contains(links_.machine_of(r)); }
+  static bool only_shm(std::span<const Conn> conns) {
+    return std::all_of(conns.begin(), conns.end(), [](const Conn& c) { return c.cls == LinkClass::shm; });
   }
 
   // The hand-over a step of r waits for (0: none): a receive from a peer that r exchanges with
@@ -434,11 +446,12 @@ class Evaluator {
                                  [](const RankInfo::Relay& relay, uint64_t key) { return relay.key < key; });
       if (it == pi.relays.end() || it->key != want) continue;
       // In a stream, a hop fills while the calls before it drain: its sender hands the message
-      // to the kernel or the ring and returns. Within a host only for a call smaller than a
-      // slice: beyond, the copies of the chain's ranks compete for the cores they share, which
-      // the step's price undervalues (measured on 8 ranks of one host at 4 MiB: the chain 3.5x
-      // slower than shm-direct, priced below it without its fill).
-      const bool hidden = streamed && (it->small || links_.between(a.peer, r) == LinkClass::tcp);
+      // to the kernel or the ring and returns. Within a host, where the ranks share the cores,
+      // only for a call smaller than a slice: beyond, the copies of the chain's ranks compete
+      // for the cores, which the step's price undervalues (measured on 8 ranks of one host of 2
+      // cores at 4 MiB: the chain 3.5x slower than shm-direct, priced below it without its fill).
+      const bool hidden =
+          streamed && (it->small || links_.between(a.peer, r) == LinkClass::tcp || !contended(a.peer));
       worst = std::max(worst, lag(a.peer, it->step) + (hidden ? 0 : it->hop + forwarder_handoff(a.peer, r)));
     }
     ri.lag[static_cast<size_t>(k)] = worst;
