@@ -799,6 +799,33 @@ TEST(ShmLink, RemoveJobSegmentsRemovesOrphans) {
   EXPECT_EQ(shm_remove_job_segments(job), 0u);
 }
 
+// A rank whose communicator failed removes the segments of its pairs still named (a peer
+// created them and never came, or came and died): every channel, nothing of another rank's
+// pairs or of another communicator.
+TEST(ShmLink, RemoveRankSegmentsRemovesOnlyThatRanksPairs) {
+  const auto job = test_job_id("pair");
+  auto params = [&](int me, int peer, int channel, uint64_t comm) {
+    ShmLinkParams p = link_params(job, me, peer, 0, 4096, comm);
+    p.channel = channel;
+    return p;
+  };
+  connect(params(0, 1, 0, 0x1f)).reset();
+  connect(params(2, 1, 3, 0x1f)).reset();
+  connect(params(10, 0, 0, 0x1f)).reset();  // "0-10": not rank 1's
+  connect(params(11, 2, 0, 0x1f)).reset();  // "2-11": not rank 1's
+  connect(params(0, 1, 0, 0x2f)).reset();   // another communicator
+  ASSERT_EQ(job_entries(job).size(), 5u);
+  EXPECT_EQ(shm_remove_rank_segments(job, 0x1f, 1), 2u);
+  auto left = job_entries(job);
+  std::sort(left.begin(), left.end());
+  ASSERT_EQ(left.size(), 3u);
+  EXPECT_EQ(left[0], "hoop-" + job + "-c1f-0-10");
+  EXPECT_EQ(left[1], "hoop-" + job + "-c1f-2-11");
+  EXPECT_EQ(left[2], "hoop-" + job + "-c2f-0-1");
+  EXPECT_EQ(shm_remove_rank_segments(job, 0x1f, 1), 0u);
+  EXPECT_EQ(shm_remove_job_segments(job), 3u);
+}
+
 // A segment left by an earlier run under the same job id (its creator is not the peer we
 // expect) is replaced, not attached to.
 TEST(ShmLink, StaleSegmentFromAnEarlierRunIsReplaced) {

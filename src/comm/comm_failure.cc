@@ -10,6 +10,7 @@
 #include "comm/p2p_engine.h"
 #include "core/log.h"
 #include "transport/shm/region_port.h"
+#include "transport/shm/shm_transport.h"
 
 namespace hoop::detail {
 
@@ -57,10 +58,24 @@ void CommImpl::fail(const Error& raised) {
     std::sort(failed.begin(), failed.end());
   }
   if (!failed.empty()) detail += fmt::format(" [failed ranks: {}]", fmt::join(failed, ", "));
+  remove_unattached_segments();
   Error out(e.code(), detail, e.context(), std::move(failed));
   failure_ = out;
   HOOP_WARN("{}", out.what());
   throw out;
+}
+
+// A member that died or stopped may have created the shared-memory segment of a link to this
+// rank that this rank never reached (a non-root running calls ahead of its root), and nobody
+// else would remove it. A failed communicator makes no link again, so on failure this rank
+// removes every segment of its own pairs still named in /dev/shm.
+void CommImpl::remove_unattached_segments() const noexcept {
+  if (local_size_ <= 1) return;
+  try {
+    transport::shm_remove_rank_segments(job_->job_id, comm_id_, rank_);
+  } catch (...) {
+    // Best effort on the failure path: the launcher removes what is left of the job.
+  }
 }
 
 void CommImpl::poison_links(const std::string& reason) noexcept {

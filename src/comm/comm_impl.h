@@ -194,6 +194,7 @@ class CommImpl {
   // waiting on the stopped one, and whichever times out first must say what holds them all.
   Error blame_stopped_member(const Error& timeout) const;
   void poison_links(const std::string& reason) noexcept;
+  void remove_unattached_segments() const noexcept;
   void worker_loop();
   void run_task(OpTask& t);
 

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <new>
 #include <string_view>
@@ -256,21 +257,45 @@ std::unique_ptr<Link> shm_connect(const ShmLinkParams& p, TimePoint deadline) {
   }
 }
 
-size_t shm_remove_job_segments(const std::string& job_id) {
-  if (job_id.empty() || job_id.find('/') != std::string::npos) return 0;
-  const std::string prefix = shm_segment_prefix(job_id);
+namespace {
+
+// Unlinks the entries of /dev/shm whose name `wanted` accepts; returns how many.
+template <class Wanted>
+size_t remove_segments(const Wanted& wanted) {
   DIR* dir = opendir("/dev/shm");
   if (dir == nullptr) return 0;
   std::vector<std::string> names;
   while (const dirent* entry = readdir(dir)) {
     const std::string_view entry_name(entry->d_name);
-    if (entry_name.starts_with(prefix)) names.emplace_back(entry_name);
+    if (wanted(entry_name)) names.emplace_back(entry_name);
   }
   closedir(dir);
   size_t removed = 0;
   for (const auto& n : names)
     if (shm_unlink(("/" + n).c_str()) == 0) ++removed;
   return removed;
+}
+
+bool names_a_segment(const std::string& job_id) { return !job_id.empty() && job_id.find('/') == std::string::npos; }
+
+}  // namespace
+
+size_t shm_remove_job_segments(const std::string& job_id) {
+  if (!names_a_segment(job_id)) return 0;
+  const std::string prefix = shm_segment_prefix(job_id);
+  return remove_segments([&](std::string_view name) { return name.starts_with(prefix); });
+}
+
+size_t shm_remove_rank_segments(const std::string& job_id, uint64_t comm_id, int rank) {
+  if (!names_a_segment(job_id) || rank < 0) return 0;
+  // segment_name: <prefix>c<comm>-<lo>-<hi>[-ch<channel>]
+  const std::string prefix = fmt::format("{}c{:x}-", shm_segment_prefix(job_id), comm_id);
+  return remove_segments([&](std::string_view name) {
+    if (!name.starts_with(prefix)) return false;
+    int lo = -1, hi = -1;
+    const std::string pair(name.substr(prefix.size()));
+    return std::sscanf(pair.c_str(), "%d-%d", &lo, &hi) == 2 && (lo == rank || hi == rank);
+  });
 }
 
 }  // namespace hoop::transport

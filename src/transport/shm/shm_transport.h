@@ -3,10 +3,11 @@
 // One segment per pair of ranks of a communicator, holding two single-producer
 // single-consumer rings (one per direction). Whichever side arrives first creates it
 // (O_CREAT|O_EXCL) and initialises it; the second maps it and unlinks the name at once, so
-// nothing is left in /dev/shm once both are attached, whatever happens to them later. The
-// launcher removes the rare segment orphaned between creation and attachment
-// (shm_remove_job_segments), and a link made with remove_if_unattached removes its own unused
-// segment when it goes away before its peer came. Pages are pre-faulted at creation.
+// nothing is left in /dev/shm once both are attached, whatever happens to them later. A
+// segment whose creator dies before its peer attached is orphaned: the peer removes it when
+// its communicator fails (shm_remove_rank_segments), the launcher removes what is left of the
+// job (shm_remove_job_segments), and a link made with remove_if_unattached removes its own
+// unused segment when it goes away before its peer came. Pages are pre-faulted at creation.
 //
 // A segment of the same name left by an earlier run under the same job id (already attached
 // by someone in our place, or created by a process other than params.peer_pid) is never
@@ -46,5 +47,9 @@ std::unique_ptr<Link> shm_connect(const ShmLinkParams& params, TimePoint deadlin
 std::string shm_segment_prefix(const std::string& job_id);
 // Unlinks every segment of the job left in /dev/shm; returns how many.
 size_t shm_remove_job_segments(const std::string& job_id);
+// Unlinks every segment of communicator comm_id between `rank` and another rank, every
+// channel, left in /dev/shm (one side died or stopped before the other attached), once that
+// communicator failed on `rank`, which will attach to none of them again; returns how many.
+size_t shm_remove_rank_segments(const std::string& job_id, uint64_t comm_id, int rank);
 
 }  // namespace hoop::transport
