@@ -30,6 +30,7 @@ void CommImpl::fail(const Error& raised) {
   // Then the peers: what follows asks the store and the process table again, and a failure has
   // to travel from rank to rank along the links (a ring's ranks each wait on one neighbour).
   poison_links(mine);
+  remove_unattached_segments();
   // A revoke explains whatever failed after it: the abort it raised, the links it poisoned.
   std::optional<std::string> revoked_by =
       e.code() == ErrorCode::mismatch ? revocation() : revocation_explaining_failure();
@@ -58,7 +59,6 @@ void CommImpl::fail(const Error& raised) {
     std::sort(failed.begin(), failed.end());
   }
   if (!failed.empty()) detail += fmt::format(" [failed ranks: {}]", fmt::join(failed, ", "));
-  remove_unattached_segments();
   Error out(e.code(), detail, e.context(), std::move(failed));
   failure_ = out;
   HOOP_WARN("{}", out.what());

@@ -79,10 +79,18 @@ size_t ring_capacity(size_t requested, const ErrorContext& ctx) {
   return std::max<size_t>(kCacheLine, (bytes + kCacheLine - 1) / kCacheLine * kCacheLine);
 }
 
+bool names_a_segment(const std::string& job_id) { return !job_id.empty() && job_id.find('/') == std::string::npos; }
+
+// "hoop-<job>-c<comm>-": what the names of a communicator's segments start with (in /dev/shm).
+std::string comm_segment_prefix(const std::string& job_id, uint64_t comm_id) {
+  return fmt::format("{}c{:x}-", shm_segment_prefix(job_id), comm_id);
+}
+
+// "/<comm prefix><lo>-<hi>[-ch<channel>]"
 std::string segment_name(const ShmLinkParams& p) {
   const auto lo = std::min(p.my_rank, p.peer_rank), hi = std::max(p.my_rank, p.peer_rank);
-  if (p.channel == 0) return fmt::format("/{}c{:x}-{}-{}", shm_segment_prefix(p.job_id), p.comm_id, lo, hi);
-  return fmt::format("/{}c{:x}-{}-{}-ch{}", shm_segment_prefix(p.job_id), p.comm_id, lo, hi, p.channel);
+  const std::string pair = fmt::format("/{}{}-{}", comm_segment_prefix(p.job_id, p.comm_id), lo, hi);
+  return p.channel == 0 ? pair : fmt::format("{}-ch{}", pair, p.channel);
 }
 
 void* map_segment(int fd, size_t bytes, int prot, int extra_flags) {
@@ -236,8 +244,7 @@ std::unique_ptr<Link> shm_connect(const ShmLinkParams& p, TimePoint deadline) {
   ctx.peer = p.peer_rank;
   HOOP_CHECK_ARG(p.my_rank >= 0 && p.peer_rank >= 0 && p.my_rank != p.peer_rank, ctx,
                  "shared-memory link between ranks {} and {}", p.my_rank, p.peer_rank);
-  HOOP_CHECK_ARG(!p.job_id.empty() && p.job_id.find('/') == std::string::npos, ctx,
-                 "job id '{}' cannot name a shared-memory segment", p.job_id);
+  HOOP_CHECK_ARG(names_a_segment(p.job_id), ctx, "job id '{}' cannot name a shared-memory segment", p.job_id);
   const size_t capacity = ring_capacity(p.capacity, ctx);
   const std::string name = segment_name(p);
 
@@ -276,8 +283,6 @@ size_t remove_segments(const Wanted& wanted) {
   return removed;
 }
 
-bool names_a_segment(const std::string& job_id) { return !job_id.empty() && job_id.find('/') == std::string::npos; }
-
 }  // namespace
 
 size_t shm_remove_job_segments(const std::string& job_id) {
@@ -288,8 +293,7 @@ size_t shm_remove_job_segments(const std::string& job_id) {
 
 size_t shm_remove_rank_segments(const std::string& job_id, uint64_t comm_id, int rank) {
   if (!names_a_segment(job_id) || rank < 0) return 0;
-  // segment_name: <prefix>c<comm>-<lo>-<hi>[-ch<channel>]
-  const std::string prefix = fmt::format("{}c{:x}-", shm_segment_prefix(job_id), comm_id);
+  const std::string prefix = comm_segment_prefix(job_id, comm_id);  // then "<lo>-<hi>[-ch<channel>]"
   return remove_segments([&](std::string_view name) {
     if (!name.starts_with(prefix)) return false;
     int lo = -1, hi = -1;
