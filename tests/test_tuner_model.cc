@@ -223,6 +223,34 @@ TEST(TunerModel, BroadcastAndReduceChainBetweenHostsArePricedAsOneCallOfAStream)
   EXPECT_NEAR(shm.seconds, 1e-6 + 2 * 1048576 * 1e-10, 1e-12);
 }
 
+TEST(TunerModel, AReduceChainOnSharedCoresRunsAheadWhileItsRingHoldsManyCalls) {
+  // 8 ranks of one host on 2 cores, a Reduce's chain of 256 KiB: each rank's processor time is
+  // its copy into the next ring (0.5 ns a byte) and its reduction (1 ns a byte); the machine's
+  // is their sum over 2 cores.
+  const auto host = schedule::Topology::single_host(8);
+  const std::vector<int> one_machine(8, 0);
+  const LinkView shared{&host, LinkView::Force::none, &one_machine};
+  CostModel m = round_model();
+  m.cores = 2;
+  m.shm.cpu_byte = 0.5e-9;
+  auto d = chain_call(OpType::reduce, 8, host);
+  d.count = 65536;
+  const double bytes = 262144;
+  const double send = bytes * 0.5e-9, reduce = bytes * 1e-9;
+  // A 4 MiB ring holds 16 such calls: the senders run ahead, each receive is reduced straight
+  // from the ring (no copy at that end) and the hops fill while the calls before drain.
+  m.shm_ring_bytes = 4 << 20;
+  const auto ahead = tuner::predict("chain", d, 4, shared, m);
+  ASSERT_TRUE(ahead.applicable) << ahead.why_not;
+  EXPECT_NEAR(ahead.seconds, (send + 6 * (send + reduce) + reduce) / 2, 1e-12);
+  // A 2 MiB ring holds 8: every receive copies too, and the root waits for the six forwarding
+  // hops of one slice (its transfer and reduction) as in one call.
+  m.shm_ring_bytes = 2 << 20;
+  const auto step = tuner::predict("chain", d, 4, shared, m);
+  const double receive = bytes * 0.5e-9, hop = 1e-6 + bytes / 1e9 + reduce;
+  EXPECT_NEAR(step.seconds, (send + 6 * (receive + send + reduce) + receive + reduce) / 2 + 6 * hop, 1e-12);
+}
+
 TEST(TunerSelect, SmallBroadcastAndReduceBetweenHostsGoDownTheChain) {
   // Naive's root sends (receives) seven messages per call, the tree's levels fill, the chain's
   // ranks send one each.
@@ -317,6 +345,7 @@ TEST(TunerModel, ACalibrationCacheFileLoadsAsItsModel) {
 
 TEST(TunerModel, JsonRoundTripIsExact) {
   CostModel m = round_model();
+  m.shm_ring_bytes = 3 << 20;
   m.shm.beta = 1.0 / 3.0 * 1e10;
   m.gamma = 0.1 / 7;
   m.source = "measured";
@@ -325,6 +354,7 @@ TEST(TunerModel, JsonRoundTripIsExact) {
   EXPECT_EQ(back.gamma, m.gamma);
   EXPECT_EQ(back.tcp.alpha, m.tcp.alpha);
   EXPECT_EQ(back.slice_bytes, m.slice_bytes);
+  EXPECT_EQ(back.shm_ring_bytes, m.shm_ring_bytes);
   EXPECT_EQ(back.source, "measured");
   EXPECT_THROW(tuner::model_from_json("{\"shm\": {\"alpha_s\": -1, \"beta_Bps\": 1}}"), Error);
   EXPECT_THROW(tuner::model_from_json("not json"), Error);

@@ -279,7 +279,11 @@ CostModel agree_on_model(Communicator& comm, Store& store, const std::string& ke
                               partners.tcp >= 0 || old_tcp.has_value());
     }
   }
-  if (comm.rank() == 0) store.set_string(model_key, to_json(model));
+  if (comm.rank() == 0) {
+    // The engine's knob, not a measurement: the rings of this job, whatever the cache says.
+    model.shm_ring_bytes = static_cast<size_t>(params::bytes(params::Id::shm_ring_bytes));
+    store.set_string(model_key, to_json(model));
+  }
   // Everyone, rank 0 included, uses the model as parsed from the same text.
   CostModel agreed = model_from_json(store.get_string(model_key));
   if (comm.rank() == 0) {

@@ -62,6 +62,7 @@ std::string to_json(const CostModel& m) {
   j["copy_s_per_byte"] = m.copy;
   j["overhead_fraction"] = m.overhead_fraction;
   j["slice_bytes"] = m.slice_bytes;
+  j["shm_ring_bytes"] = m.shm_ring_bytes;
   j["cores"] = m.cores;
   j["source"] = m.source;
   return j.dump();
@@ -78,11 +79,11 @@ CostModel model_from_json(const std::string& text) {
   // A calibration cache file holds the model under "model", beside what was measured.
   if (j.contains("model") && j.at("model").is_object()) j = nlohmann::json(j.at("model"));
   static constexpr const char* kKeys[] = {"shm", "tcp", "gamma_s_per_byte", "copy_s_per_byte",
-                                          "overhead_fraction", "slice_bytes", "cores"};
+                                          "overhead_fraction", "slice_bytes", "shm_ring_bytes", "cores"};
   if (std::none_of(std::begin(kKeys), std::end(kKeys), [&](const char* k) { return j.contains(k); })) {
     throw_error(ErrorCode::invalid_argument,
                 "cost model: none of 'shm', 'tcp', 'gamma_s_per_byte', 'copy_s_per_byte', 'overhead_fraction', "
-                "'slice_bytes', 'cores' (nor a calibration cache's 'model') is in the JSON object");
+                "'slice_bytes', 'shm_ring_bytes', 'cores' (nor a calibration cache's 'model') is in the JSON object");
   }
   CostModel m;
   m.shm = link_from(j, "shm", m.shm);
@@ -93,6 +94,10 @@ CostModel model_from_json(const std::string& text) {
   if (j.contains("slice_bytes")) {
     m.slice_bytes = static_cast<size_t>(positive(j, "slice_bytes", "model"));
     if (m.slice_bytes == 0) throw_error(ErrorCode::invalid_argument, "cost model: slice_bytes is 0");
+  }
+  if (j.contains("shm_ring_bytes")) {
+    m.shm_ring_bytes = static_cast<size_t>(positive(j, "shm_ring_bytes", "model"));
+    if (m.shm_ring_bytes == 0) throw_error(ErrorCode::invalid_argument, "cost model: shm_ring_bytes is 0");
   }
   if (j.contains("cores")) m.cores = static_cast<int>(positive(j, "cores", "model"));
   if (j.contains("source") && j.at("source").is_string()) m.source = j.at("source").get<std::string>();
@@ -125,8 +130,8 @@ std::string to_table(const CostModel& m) {
                        known(l.cpu_byte, 1024e6, "{:.2f}"), known(l.handoff, 1e6, "{:.2f}"));
   }
   auto rate = [](double s_per_byte) { return s_per_byte > 0 ? fmt::format("{:.3f} GB/s", 1e-9 / s_per_byte) : std::string("free"); };
-  out += fmt::format("  gamma (reduce) {}, copy {}, slice {} B, extra message {:.2f} alpha, cores {}\n",
-                     rate(m.gamma), rate(m.copy), m.slice_bytes, m.overhead_fraction,
+  out += fmt::format("  gamma (reduce) {}, copy {}, slice {} B, shm rings {} B, extra message {:.2f} alpha, cores {}\n",
+                     rate(m.gamma), rate(m.copy), m.slice_bytes, m.shm_ring_bytes, m.overhead_fraction,
                      m.cores > 0 ? std::to_string(m.cores) : std::string("-"));
   return out;
 }

@@ -57,6 +57,7 @@ struct CostModel {
   // machine's ranks in that step over this many cores.
   int cores = 0;
   size_t slice_bytes = 256 * 1024;  // the engine's pipelining slice (forwarding lag per hop)
+  size_t shm_ring_bytes = 4 * 1024 * 1024;  // a shared-memory link's ring (HOOP_SHM_RING_BYTES's default)
   std::string source = "defaults";  // "defaults", "measured", "cache <path>", "file <path>"
 
   const LinkCost& link(LinkClass c) const { return c == LinkClass::shm ? shm : tcp; }

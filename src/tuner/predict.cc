@@ -60,6 +60,9 @@ struct Conn {
   bool out;
   LinkClass cls;
   double bytes;
+  // Of the bytes, those the receiving end takes without a copy: a stream's reduced on arrival
+  // through a shared-memory ring that holds many calls (Evaluator::reduces_from_ring).
+  double uncopied = 0;
 };
 
 struct StepTotals {
@@ -93,8 +96,8 @@ struct RankInfo {
   struct Relay {
     uint64_t key;
     int step;
-    double hop;  // one slice through the receive it forwards
-    bool small;  // the receive it forwards is smaller than a slice
+    double hop;    // one slice through the receive it forwards
+    double bytes;  // the receive it forwards
   };
   std::vector<Conn> conns;
   std::vector<uint32_t> conn_begin{0};
@@ -252,11 +255,13 @@ class Evaluator {
         else sp.copied_bytes += b;
         const LinkClass cls = links_.between(r, a.peer);
         const uint64_t key = conn_key(a.peer, a.channel, out);
+        const double uncopied = a.kind == ActionKind::recv_reduce && reduces_from_ring(cls, b) ? b : 0;
         if (Conn* c = find_conn(ri.conns, from, conn_index, key, a)) {
           c->bytes += b;
+          c->uncopied += uncopied;
         } else {
           if (!conn_index.empty()) conn_index.emplace(key, ri.conns.size());
-          ri.conns.push_back({a.peer, a.channel, out, cls, b});
+          ri.conns.push_back({a.peer, a.channel, out, cls, b, uncopied});
         }
         if (cls == LinkClass::tcp) (out ? sp.tcp_out : sp.tcp_in) += b;
       }
@@ -299,8 +304,7 @@ class Evaluator {
       const LinkCost& l = m_.link(links_.between(feed.peer, r));
       const double reduce = feed.kind == ActionKind::recv_reduce ? piece * m_.gamma : 0;
       const double hop = l.alpha + l.transfer_seconds(piece) + reduce;
-      const bool small = bytes(feed.dst) < static_cast<double>(m_.slice_bytes);
-      ri.relays.push_back({send_key(send.peer, send.channel, ordinal[i]), k, hop, small});
+      ri.relays.push_back({send_key(send.peer, send.channel, ordinal[i]), k, hop, bytes(feed.dst)});
     }
   }
 
@@ -352,6 +356,20 @@ class Evaluator {
   }
 
   bool contended(int r) const { return machines_.contains(links_.machine_of(r)); }
+  // Whether a shared-memory ring holds kCallsAhead messages of `bytes`. Measured on 4 and 8
+  // ranks of one host of 2 cores, a Reduce's chain against shm-direct: with rings of 1, 4 and
+  // 16 MiB, a ring of 16 or more of the chain's messages kept it ahead (2-4x at 256 KiB in
+  // 4 MiB rings), 8 tied or lost, 4 lost by 1.2-2x; the ring's size, not the message's, set it.
+  static constexpr double kCallsAhead = 16;
+  bool ring_runs_ahead(double bytes) const { return kCallsAhead * bytes <= static_cast<double>(m_.shm_ring_bytes); }
+  // A stream's receive that reduces a message its shared-memory ring holds many calls of reads
+  // it from the ring in the reduction: no copy at this end (its gamma is in the local work).
+  // Not beyond: there the chain's copies and reductions go through memory at a rate the model
+  // does not have, and the copy it is still charged stands in for it (8 ranks of one host of 2
+  // cores at 4-16 MiB: the chain and the tree 1.4-1.8x slower than shm-direct).
+  bool reduces_from_ring(LinkClass cls, double bytes) const {
+    return streamed && cls == LinkClass::shm && ring_runs_ahead(bytes);
+  }
   static bool only_shm(std::span<const Conn> conns) {
     return std::all_of(conns.begin(), conns.end(), [](const Conn& c) { return c.cls == LinkClass::shm; });
   }
@@ -451,11 +469,10 @@ class Evaluator {
       if (it == pi.relays.end() || it->key != want) continue;
       // In a stream, a hop fills while the calls before it drain: its sender hands the message
       // to the kernel or the ring and returns. Within a host, where the ranks share the cores,
-      // only for a call smaller than a slice: beyond, the copies of the chain's ranks compete
-      // for the cores, which the step's price undervalues (measured on 8 ranks of one host of 2
-      // cores at 4 MiB: the chain 3.5x slower than shm-direct, priced below it without its fill).
-      const bool hidden =
-          streamed && (it->small || links_.between(a.peer, r) == LinkClass::tcp || !contended(a.peer));
+      // only while the ring holds many calls' messages (ring_runs_ahead): with fewer, the
+      // chain's ranks wait for each other's turns on the cores as in one call.
+      const bool hidden = streamed && (links_.between(a.peer, r) == LinkClass::tcp || !contended(a.peer) ||
+                                       ring_runs_ahead(it->bytes));
       worst = std::max(worst, lag(a.peer, it->step) + (hidden ? 0 : it->hop + forwarder_handoff(a.peer, r)));
     }
     ri.lag[static_cast<size_t>(k)] = worst;

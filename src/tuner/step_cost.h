@@ -53,14 +53,15 @@ double step_price(std::span<const Conn> conns, double host_tcp_out, double host_
   return comm + local_seconds;
 }
 
-// The processor time of a rank's step: each transfer's message and bytes at this end (the
-// class's cpu and cpu_byte), and the local work.
+// The processor time of a rank's step: each transfer's message and the bytes it copies at this
+// end (the class's cpu and cpu_byte; a Conn's `uncopied` bytes cost none, predict.cc), and the
+// local work.
 template <class Conn>
 double step_demand(std::span<const Conn> conns, double local_seconds, const CostModel& m) {
   double t = local_seconds;
   for (const Conn& c : conns) {
     const LinkCost& l = m.link(c.cls);
-    t += l.cpu + c.bytes * l.cpu_byte;
+    t += l.cpu + (c.bytes - c.uncopied) * l.cpu_byte;
   }
   return t;
 }

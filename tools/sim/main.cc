@@ -45,7 +45,7 @@ struct SimArgs {
   int ranks = 8;
   int hosts = 0;           // 0: from ranks_per_host, else one rank per host
   int ranks_per_host = 0;  // 0: from hosts
-  std::string link, latency, stream, shm_bw, shm_latency, reduce_bw, model_file;
+  std::string link, latency, stream, shm_bw, shm_latency, shm_ring, reduce_bw, model_file;
   std::string sustained, burst, cpu, cpu_per_kib, handoff;
   int machines = 0;  // 0: one per host
   int cores = -1;    // -1: the model's
@@ -136,6 +136,7 @@ int main(int argc, char** argv) {
   app.add_option("--latency", a.latency, "per-message latency between hosts, e.g. 5us");
   app.add_option("--shm-bw", a.shm_bw, "shared-memory copy rate of a rank");
   app.add_option("--shm-latency", a.shm_latency, "per-message latency within a host");
+  app.add_option("--shm-ring", a.shm_ring, "a shared-memory link's ring (HOOP_SHM_RING_BYTES), e.g. 16M");
   app.add_option("--reduce-bw", a.reduce_bw, "reduction rate of a core, e.g. 10GB/s");
   app.add_option("--sustained", a.sustained,
                  "what a host's link sustains over a whole operation when it takes bursts at --link "
@@ -201,6 +202,11 @@ int main(int argc, char** argv) {
     if (!a.latency.empty()) model.tcp.alpha = duration_or_die(a.latency, "--latency");
     if (!a.shm_bw.empty()) model.shm.beta = model.shm.endpoint_beta = rate_or_die(a.shm_bw, "--shm-bw");
     if (!a.shm_latency.empty()) model.shm.alpha = duration_or_die(a.shm_latency, "--shm-latency");
+    if (!a.shm_ring.empty()) {
+      const auto ring = hoop::bench::parse_bytes(a.shm_ring);
+      if (!ring || *ring == 0) usage_error(fmt::format("--shm-ring '{}' is not a size such as 16M", a.shm_ring));
+      model.shm_ring_bytes = static_cast<size_t>(*ring);
+    }
     if (!a.reduce_bw.empty()) model.gamma = 1.0 / rate_or_die(a.reduce_bw, "--reduce-bw");
     if (!a.sustained.empty()) model.tcp.sustained = rate_or_die(a.sustained, "--sustained");
     if (!a.burst.empty()) {
