@@ -9,6 +9,7 @@
 #include "comm/algo_choice.h"
 #include "comm/comm_impl.h"
 #include "comm/link_params.h"
+#include "comm/p2p_engine.h"
 #include "core/op_traits.h"
 #include "core/params.h"
 #include "transport/tcp/socket_options.h"
@@ -37,7 +38,9 @@ void CommImpl::calibrate(Communicator& self) {
   // ranks create communicators in the same order).
   const int64_t n = job_->store->add(fmt::format("hoop/tuner/created/{}", rank_), 1);
   const auto model = tuner::agree_on_model(self, *job_->store, fmt::format("hoop/tuner/{}/", n), partners,
-                                           peers_[0].host_id);
+                                           peers_[0].host_id, [this](bool on) {
+                                             p2p_->set_spin_floor(on ? std::chrono::microseconds(5000) : std::chrono::microseconds(0));
+                                           });
   job_->cost_model = std::make_shared<const tuner::CostModel>(model);
   // Over a shaped link, send and receive buffers of 2 ms at its sustained rate
   // (shaped_link_window), unless the user set the buffer.

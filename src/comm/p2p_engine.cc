@@ -253,7 +253,7 @@ void P2pEngine::drive(const Done& done) {
       continue;
     }
     const TimePoint now = Clock::now();
-    if (now - last_move < cfg_.spin) {
+    if (now - last_move < std::max(cfg_.spin, std::chrono::microseconds(spin_floor_us_.load(std::memory_order_relaxed)))) {
       engine::spin_once(cfg_);
       continue;
     }

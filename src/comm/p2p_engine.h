@@ -75,6 +75,9 @@ class P2pEngine {
   uint64_t bytes_received(int peer) const { return counters_[static_cast<size_t>(peer)].received.load(); }
   uint64_t ops_done() const { return ops_done_.load(); }  // finished without error
   void reset_counters();
+  // While set, a wait spins at least this long before it sleeps (the calibration's timing of a
+  // link: a sleeping receiver would time its own wake-up with the link).
+  void set_spin_floor(std::chrono::microseconds floor) { spin_floor_us_.store(floor.count(), std::memory_order_relaxed); }
 
   struct Op;
   struct Group;
@@ -123,6 +126,7 @@ class P2pEngine {
   const std::atomic<bool>& abort_;
   std::unique_ptr<Counters[]> counters_;
   std::atomic<uint64_t> ops_done_{0};
+  std::atomic<int64_t> spin_floor_us_{0};  // set_spin_floor
 
   // Shared with posting threads (mu_).
   std::mutex mu_;

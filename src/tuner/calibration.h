@@ -8,6 +8,7 @@
 // hence the same algorithm choices.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,8 +32,11 @@ struct CalibrationPartners {
 // Collective over `comm` (every rank calls it, in the same order as other creations on this
 // store). `host_id` is rank 0's host id (the cache key); `key_prefix` a store prefix unique to
 // the job. Returns the model on every rank.
+// `spin_while_timing(true)` before the timing of a link, `(false)` after: the communicator's
+// waits then spin instead of sleeping (see measure_pair).
 CostModel agree_on_model(Communicator& comm, Store& store, const std::string& key_prefix,
-                         const CalibrationPartners& partners, const std::string& host_id);
+                         const CalibrationPartners& partners, const std::string& host_id,
+                         const std::function<void(bool)>& spin_while_timing = {});
 
 // Rank 0's pieces, public for tests and tools.
 std::string calibration_cache_path(const std::string& host_id);
