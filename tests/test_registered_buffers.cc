@@ -226,25 +226,32 @@ TEST(Registered, MemoryAllocatedAfterAFreeIsUsable) {
   EXPECT_TRUE(all_ok(results));
 }
 
-// A range the caller mapped and registered, then deregistered and unmapped: memory mapped at
-// those addresses since is usable; before that, the call is the clear error.
+// A range the caller mapped and registered, then deregistered and unmapped: a call on it is the
+// clear error; memory mapped again at those addresses is usable. (Two ranges: between the unmap
+// and the new mapping of the second, nothing runs that could take its addresses, as a failing
+// call's allocations did under ASan.)
 TEST(Registered, CallersAddressesMappedAgainAfterDeregisteringAreUsable) {
   constexpr size_t kBytes = 1 << 20;
   auto results = run_ranks(2, [&](RankContext& ctx) {
     auto comm = ctx.make_comm();
-    const std::string name = "/hoop-test-again-" + std::to_string(::getpid());
-    const int fd = ::shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
-    ASSERT_GE(fd, 0);
-    ::shm_unlink(name.c_str());
-    ASSERT_EQ(::ftruncate(fd, kBytes), 0);
-    void* where = ::mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    ASSERT_NE(where, MAP_FAILED);
-    ::close(fd);
-    comm->register_buffer(where, kBytes);
-    comm->deregister_buffer(where);
-    ::munmap(where, kBytes);
+    const auto map_registered_then_dropped = [&](const char* what) {
+      const std::string name = "/hoop-test-" + std::string(what) + "-" + std::to_string(::getpid());
+      const int fd = ::shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
+      EXPECT_GE(fd, 0);
+      ::shm_unlink(name.c_str());
+      EXPECT_EQ(::ftruncate(fd, kBytes), 0);
+      void* where = ::mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      EXPECT_NE(where, MAP_FAILED);
+      ::close(fd);
+      comm->register_buffer(where, kBytes);
+      comm->deregister_buffer(where);
+      ::munmap(where, kBytes);
+      return where;
+    };
+    void* gone = map_registered_then_dropped("gone");
     float x = 1.0f;
-    EXPECT_THROW(comm->allreduce(static_cast<float*>(where), &x, 1, DataType::f32, RedOp::sum), Error);
+    EXPECT_THROW(comm->allreduce(static_cast<float*>(gone), &x, 1, DataType::f32, RedOp::sum), Error);
+    void* where = map_registered_then_dropped("again");
     void* again = ::mmap(where, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
     ASSERT_EQ(again, where) << "the addresses were taken meanwhile";
     auto* v = static_cast<float*>(again);
