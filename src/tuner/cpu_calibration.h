@@ -3,8 +3,8 @@
 // 0 is on, their affinity restored after) and exchange bursts of messages through the
 // communicator's send/recv. On one core nothing overlaps: a round of k messages each way takes
 // 4k message ends (cpu + bytes * cpu_byte each) and two hand-overs between the ranks. Bursts
-// of 1 and 8 small messages, and of 8 larger ones, give the three (fastest round of each: noise
-// only adds time). These are what ranks sharing a machine's cores (a lab of network namespaces,
+// of 1 and 8 small messages, and of 8 larger ones, taking turns, give the three (fastest round
+// of each: noise only adds time). These are what ranks sharing a machine's cores (a lab of network namespaces,
 // more ranks than cores) pay for every message.
 #pragma once
 
