@@ -2,6 +2,7 @@
 // pick among the registered algorithms; the cost model agreed at creation (calibration).
 #include <fmt/format.h>
 
+#include <chrono>
 #include <map>
 #include <string>
 #include <vector>
@@ -21,6 +22,8 @@ namespace {
 
 // Call shapes whose choice is remembered; beyond, the memory starts over.
 constexpr size_t kRememberedChoices = 4096;
+// How long a wait spins before it sleeps while the calibration times a TCP link.
+constexpr std::chrono::microseconds kLinkTimingSpin{5000};
 
 }  // namespace
 
@@ -39,7 +42,7 @@ void CommImpl::calibrate(Communicator& self) {
   const int64_t n = job_->store->add(fmt::format("hoop/tuner/created/{}", rank_), 1);
   const auto model = tuner::agree_on_model(self, *job_->store, fmt::format("hoop/tuner/{}/", n), partners,
                                            peers_[0].host_id, [this](bool on) {
-                                             p2p_->set_spin_floor(on ? std::chrono::microseconds(5000) : std::chrono::microseconds(0));
+                                             p2p_->set_spin_floor(on ? kLinkTimingSpin : std::chrono::microseconds(0));
                                            });
   job_->cost_model = std::make_shared<const tuner::CostModel>(model);
   // Over a shaped link, send and receive buffers of 2 ms at its sustained rate

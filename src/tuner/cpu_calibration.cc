@@ -44,9 +44,9 @@ double round_seconds(Communicator& comm, int partner, int k, size_t bytes, doubl
 
 // The fastest of kRounds rounds of each kind: 1 and kBurst messages of kSmall bytes, kBurst of
 // kLarge. The kinds take turns, so a slow spell of a few milliseconds slows some rounds of
-// each rather than all of one: run back to back, the rounds of one message took 15.1-15.6 us
-// in some calibrations of the lab and 26.4-32.8 in others, and 15.2-18.0 against 27.6-32.7
-// when timed twice in one calibration, which made `handoff` 3 or 12 us from run to run.
+// each rather than all of one: run back to back, the rounds of one message took 15-18 us in
+// some calibrations of the lab and 26-33 in others (and both in one calibration, timed twice),
+// which made `handoff` 3 or 12 us from run to run.
 std::array<double, 3> fastest_rounds(Communicator& comm, int partner, double sustained, std::vector<uint8_t>& buf) {
   constexpr int kKind[3] = {1, kBurst, kBurst};
   constexpr size_t kBytes[3] = {kSmall, kSmall, kLarge};
