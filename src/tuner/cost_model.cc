@@ -33,6 +33,13 @@ double positive(const nlohmann::json& j, const char* key, const std::string& whe
   return v;
 }
 
+// A size of the model: a whole number of bytes, at least one.
+size_t byte_count(const nlohmann::json& j, const char* key) {
+  const auto v = static_cast<size_t>(positive(j, key, "model"));
+  if (v == 0) throw_error(ErrorCode::invalid_argument, fmt::format("cost model: {} is 0", key));
+  return v;
+}
+
 LinkCost link_from(const nlohmann::json& j, const char* name, const LinkCost& fallback) {
   if (!j.contains(name)) return fallback;
   const auto& l = j.at(name);
@@ -91,14 +98,8 @@ CostModel model_from_json(const std::string& text) {
   if (j.contains("gamma_s_per_byte")) m.gamma = positive(j, "gamma_s_per_byte", "model");
   if (j.contains("copy_s_per_byte")) m.copy = positive(j, "copy_s_per_byte", "model");
   if (j.contains("overhead_fraction")) m.overhead_fraction = positive(j, "overhead_fraction", "model");
-  if (j.contains("slice_bytes")) {
-    m.slice_bytes = static_cast<size_t>(positive(j, "slice_bytes", "model"));
-    if (m.slice_bytes == 0) throw_error(ErrorCode::invalid_argument, "cost model: slice_bytes is 0");
-  }
-  if (j.contains("shm_ring_bytes")) {
-    m.shm_ring_bytes = static_cast<size_t>(positive(j, "shm_ring_bytes", "model"));
-    if (m.shm_ring_bytes == 0) throw_error(ErrorCode::invalid_argument, "cost model: shm_ring_bytes is 0");
-  }
+  if (j.contains("slice_bytes")) m.slice_bytes = byte_count(j, "slice_bytes");
+  if (j.contains("shm_ring_bytes")) m.shm_ring_bytes = byte_count(j, "shm_ring_bytes");
   if (j.contains("cores")) m.cores = static_cast<int>(positive(j, "cores", "model"));
   if (j.contains("source") && j.at("source").is_string()) m.source = j.at("source").get<std::string>();
   return m;

@@ -113,6 +113,11 @@ double duration_or_die(const std::string& text, const char* flag) {
   if (!v) usage_error(fmt::format("bad {} '{}' (e.g. 5us, 1.5ms)", flag, text));
   return *v;
 }
+uint64_t bytes_or_die(const std::string& text, const char* flag, uint64_t at_least = 0) {
+  const auto v = hoop::bench::parse_bytes(text);
+  if (!v || *v < at_least) usage_error(fmt::format("bad {} '{}' (e.g. 256K, 16M)", flag, text));
+  return *v;
+}
 
 }  // namespace
 
@@ -202,18 +207,10 @@ int main(int argc, char** argv) {
     if (!a.latency.empty()) model.tcp.alpha = duration_or_die(a.latency, "--latency");
     if (!a.shm_bw.empty()) model.shm.beta = model.shm.endpoint_beta = rate_or_die(a.shm_bw, "--shm-bw");
     if (!a.shm_latency.empty()) model.shm.alpha = duration_or_die(a.shm_latency, "--shm-latency");
-    if (!a.shm_ring.empty()) {
-      const auto ring = hoop::bench::parse_bytes(a.shm_ring);
-      if (!ring || *ring == 0) usage_error(fmt::format("--shm-ring '{}' is not a size such as 16M", a.shm_ring));
-      model.shm_ring_bytes = static_cast<size_t>(*ring);
-    }
+    if (!a.shm_ring.empty()) model.shm_ring_bytes = static_cast<size_t>(bytes_or_die(a.shm_ring, "--shm-ring", 1));
     if (!a.reduce_bw.empty()) model.gamma = 1.0 / rate_or_die(a.reduce_bw, "--reduce-bw");
     if (!a.sustained.empty()) model.tcp.sustained = rate_or_die(a.sustained, "--sustained");
-    if (!a.burst.empty()) {
-      const auto burst = hoop::bench::parse_bytes(a.burst);
-      if (!burst) usage_error(fmt::format("--burst '{}' is not a size such as 256K", a.burst));
-      model.tcp.burst = static_cast<double>(*burst);
-    }
+    if (!a.burst.empty()) model.tcp.burst = static_cast<double>(bytes_or_die(a.burst, "--burst"));
     if (!a.cpu.empty()) model.tcp.cpu = duration_or_die(a.cpu, "--cpu");
     if (!a.cpu_per_kib.empty()) model.tcp.cpu_byte = duration_or_die(a.cpu_per_kib, "--cpu-per-kib") / 1024;
     if (!a.handoff.empty()) model.tcp.handoff = duration_or_die(a.handoff, "--handoff");
