@@ -1,10 +1,10 @@
 // The cost model's processor part: ranks that share a machine's cores (more of them than cores)
-// pay the machine's processor time per step, a receive from a peer heard from before and a
-// forwarded chunk a hand-over per rank of a core, an exchange two; a link that takes bursts
-// faster than it sustains holds an operation's bytes to its sustained rate, directions taking
-// turns regain only its burst, and a forwarded slice beyond the burst goes at the sustained
-// rate; the calibration's arithmetic; and the symmetric forms against the full walk under all
-// of it.
+// pay the machine's processor time per step, a receive from a peer heard from before, an
+// exchange and a forwarded chunk a hand-over per rank of a core, a call its skew once; a link
+// that takes bursts faster than it sustains holds an operation's bytes to its sustained rate,
+// directions taking turns regain only its burst, and a forwarded slice beyond the burst goes at
+// the sustained rate; the calibration's arithmetic and fit; and the symmetric forms against
+// the full walk under all of it.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -85,14 +85,64 @@ TEST(TunerContention, RanksSharingCoresPayTheMachinesProcessorTime) {
   }
 }
 
-TEST(TunerContention, AnExchangeAddsTwoHandOversPerRankOfACore) {
+TEST(TunerContention, AnExchangeWaitsOneHandOverPerRankOfACore) {
   const auto topo = one_rank_per_host(2);
   const std::vector<int> one_machine(2, 0);
   // Ranks 0 and 1 send to and receive from each other on one core: 2 x 14 us of processor,
-  // and two hand-overs (2 us) per rank of the core: the partner's turn, then its own.
-  const auto p = tuner::predict_schedules(ring_step(2), 4, LinkView{&topo, LinkView::Force::none, &one_machine},
-                                          round_model(1));
-  EXPECT_NEAR(p.seconds, 28e-6 + 2 * 2 * 2e-6, 1e-12);
+  // and the partner's turn: a hand-over (2 us) per rank of the core.
+  const LinkView links{&topo, LinkView::Force::none, &one_machine};
+  auto p = tuner::predict_schedules(ring_step(2), 4, links, round_model(1));
+  EXPECT_NEAR(p.seconds, 28e-6 + 2 * 2e-6, 1e-12);
+  // Two exchanges: the call's skew once, on top.
+  CostModel skewed = round_model(1);
+  skewed.tcp.skew = 30e-6;
+  auto twice = ring_step(2);
+  for (auto& r : twice) r.steps.push_back(r.steps.front());
+  p = tuner::predict_schedules(twice, 4, links, skewed);
+  EXPECT_NEAR(p.seconds, 2 * (28e-6 + 2 * 2e-6) + 30e-6, 1e-12);
+  // Each rank on a core of its own: neither hand-over nor skew.
+  p = tuner::predict_schedules(twice, 4, links, [&] {
+    CostModel m = skewed;
+    m.cores = 2;
+    return m;
+  }());
+  EXPECT_NEAR(p.seconds, 2 * 14e-6, 1e-12);
+}
+
+// The calibration's fit finds the hand-over and the skew that price a ring and a recursive
+// doubling AllReduce of a few bytes at what they took, on 8 hosts of one machine of 2 cores.
+TEST(TunerContention, TheContendedStepIsFittedToARingAndARecursiveDoubling) {
+  const int n = 8;
+  const auto topo = one_rank_per_host(n);
+  const std::vector<int> one_machine(n, 0);
+  const LinkView links{&topo, LinkView::Force::none, &one_machine};
+  schedule::CollectiveDesc d;
+  d.count = tuner::contended_fit_count(n);
+  d.nranks = n;
+  d.topology = &topo;
+  CostModel truth = round_model(2);
+  truth.tcp.handoff = 5e-6;
+  truth.tcp.skew = 90e-6;
+  const double ring = tuner::predict("ring", d, 4, links, truth, tuner::Walk::every_rank).seconds;
+  const double rd = tuner::predict("recursive-doubling", d, 4, links, truth, tuner::Walk::every_rank).seconds;
+  CostModel fitted = round_model(2);
+  ASSERT_TRUE(tuner::fit_contended_step(ring, rd, n, fitted));
+  EXPECT_NEAR(fitted.tcp.handoff, 5e-6, 1e-12);
+  EXPECT_NEAR(fitted.tcp.skew, 90e-6, 1e-12);
+  // Recursive doubling as slow as its steps alone allow, the ring slower still: no room for a
+  // skew, so none, and the ring's hand-over.
+  CostModel no_skew = round_model(2);
+  no_skew.tcp.handoff = 0;
+  const double rd_bare = tuner::predict("recursive-doubling", d, 4, links, no_skew, tuner::Walk::every_rank).seconds;
+  ASSERT_TRUE(tuner::fit_contended_step(ring, rd_bare - 10e-6, n, fitted));
+  EXPECT_EQ(fitted.tcp.skew, 0);
+  CostModel check = round_model(2);
+  check.tcp.handoff = fitted.tcp.handoff;
+  EXPECT_NEAR(tuner::predict("ring", d, 4, links, check, tuner::Walk::every_rank).seconds, ring, 1e-12);
+  // Ranks that do not outnumber the cores: nothing to fit.
+  CostModel roomy = round_model(8);
+  EXPECT_FALSE(tuner::fit_contended_step(ring, rd, n, roomy));
+  EXPECT_EQ(roomy.tcp.skew, 0);
 }
 
 TEST(TunerContention, AReceiveFromAPeerHeardFromBeforeWaitsForItsTurn) {
@@ -247,6 +297,7 @@ TEST(TunerContention, FurtherMessagesCostTheirProcessorTimeOnceMeasured) {
 
 TEST(TunerContention, ModelJsonKeepsTheProcessorPart) {
   CostModel m = round_model(6);
+  m.tcp.skew = 90e-6;
   m.tcp.sustained = 1.25e8;
   m.tcp.burst = 250000;
   const CostModel back = tuner::model_from_json(tuner::to_json(m));
@@ -255,12 +306,14 @@ TEST(TunerContention, ModelJsonKeepsTheProcessorPart) {
   EXPECT_EQ(back.tcp.handoff, m.tcp.handoff);
   EXPECT_EQ(back.tcp.sustained, m.tcp.sustained);
   EXPECT_EQ(back.tcp.burst, m.tcp.burst);
+  EXPECT_EQ(back.tcp.skew, m.tcp.skew);
   EXPECT_EQ(back.cores, 6);
   // A model written before these fields: unknown, hence not priced.
   const CostModel old = tuner::model_from_json(R"({"tcp": {"alpha_s": 1e-5, "beta_Bps": 1e9}})");
   EXPECT_EQ(old.tcp.cpu, 0);
   EXPECT_EQ(old.tcp.sustained, 0);
   EXPECT_EQ(old.tcp.burst, 0);
+  EXPECT_EQ(old.tcp.skew, 0);
   EXPECT_EQ(old.tcp.sustained_rate(), 1e9);
   EXPECT_EQ(old.cores, 0);
   EXPECT_NE(tuner::to_table(m).find("cores 6"), std::string::npos);
@@ -288,6 +341,8 @@ TEST(TunerContention, SymmetricFormsMatchTheFullWalk) {
   m.shm.cpu = 1e-6;
   m.shm.cpu_byte = 0.2e-9;
   m.shm.handoff = 0.5e-6;
+  m.shm.skew = 5e-6;
+  m.tcp.skew = 20e-6;
   m.tcp.sustained = 4e8;
   m.tcp.burst = 65536;  // less than a slice: forwarded slices and turns would tell
   m.gamma = 1e-10;

@@ -23,6 +23,7 @@
 #include "support/spawn.h"
 #include "tuner/calibration.h"
 #include "tuner/cost_model.h"
+#include "tuner/cpu_calibration.h"
 
 namespace hoop::test {
 namespace {
@@ -101,6 +102,27 @@ TEST(TunerJobs, FourRanksOverTcpAgree) {
     ++n;
   }
   EXPECT_EQ(n, 1);
+}
+
+// Hosts of one machine (a lab of network namespaces; here host ids of their own): where they
+// outnumber its cores, the calibration times AllReduces forced to two algorithms to fit the
+// tcp hand-over and the call's skew. Those calls must not leave the communicator a tuner made
+// with the model from before the calibration: every rank's tuner has the measured model.
+TEST(TunerJobs, HostsOfOneMachineFitTheirStepsAndKeepTheMeasuredModel) {
+  TempDir cache;
+  SpawnOptions opts;
+  opts.env = {{"XDG_CACHE_HOME", cache.path}, {"HOOP_CALIBRATE", "force"}};
+  const auto results = run_ranks(4, [](RankContext& ctx) {
+    ::setenv("HOOP_HOST_ID", fmt::format("one-machine-host-{}", ctx.rank).c_str(), 1);
+    report_model_and_choices(ctx);
+  }, opts);
+  ASSERT_TRUE(all_ok(results));
+  expect_all_agree(results);
+  const std::string& report = results[0].reports[0];
+  const auto model = tuner::model_from_json(report.substr(report.find(' ') + 1));
+  EXPECT_EQ(model.source, "measured") << report;
+  EXPECT_EQ(model.cores, tuner::machine_cores()) << report;
+  EXPECT_GT(model.tcp.cpu, 0.0) << report;
 }
 
 // Processes that keep every core busy until the object goes away.

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,14 @@ constexpr std::chrono::microseconds kLinkTimingSpin{5000};
 
 }  // namespace
 
+bool CommImpl::hosts_share_one_machine() const {
+  std::set<std::string> hosts;
+  for (const PeerInfo& p : peers_) {
+    if (p.machine_id != peers_[0].machine_id || !hosts.insert(p.host_id).second) return false;
+  }
+  return size() > 1;
+}
+
 void CommImpl::calibrate(Communicator& self) {
   // Rank 0's partner for each link class: the first rank it reaches over that class.
   tuner::CalibrationPartners partners;
@@ -37,6 +46,7 @@ void CommImpl::calibrate(Communicator& self) {
   }
   partners.tcp_same_machine = partners.tcp >= 0 && peers_[static_cast<size_t>(partners.tcp)].machine_id == peers_[0].machine_id;
   partners.tcp_loopback = partners.tcp >= 0 && peers_[static_cast<size_t>(partners.tcp)].host_id == peers_[0].host_id;
+  partners.hosts_share_one_machine = hosts_share_one_machine();
   // Each creation on this store gets its own keys (every rank counts its own creations; all
   // ranks create communicators in the same order).
   const int64_t n = job_->store->add(fmt::format("hoop/tuner/created/{}", rank_), 1);
@@ -53,7 +63,10 @@ void CommImpl::calibrate(Communicator& self) {
   reset_stats();
   {
     std::lock_guard lk(tuner_mu_);
-    choices_.clear();  // made with the model before the calibration
+    // Made with the model before the calibration (its own calls, the fit's AllReduces, may
+    // have created the tuner).
+    choices_.clear();
+    tuner_.reset();
   }
   last_call_.valid = false;
   std::lock_guard lk(mu_);

@@ -45,7 +45,7 @@ constexpr int kTurnTrips = 3;
 
 // The cache's layout and what it measures; a cache of another format is measured again (one
 // written before the processor figures or the burst existed would leave them unmeasured).
-constexpr int kCacheFormat = 4;  // 4: TCP links timed spinning
+constexpr int kCacheFormat = 5;  // 5: the tcp hand-over and skew fitted to ranks stepping together
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -291,6 +291,16 @@ CostModel agree_on_model(Communicator& comm, Store& store, const std::string& ke
                                  partners.tcp_loopback ? PairKind::loopback : PairKind::network);
       }
       if (partners.tcp_same_machine) measure_processor(comm, partners.tcp, model.tcp);
+    }
+    if (partners.hosts_share_one_machine && comm.size() > machine_cores()) {
+      const auto [ring, rd] = allreduce_call_seconds(comm, {"ring", "recursive-doubling"});
+      if (comm.rank() == 0) {
+        HOOP_INFO("tuner: {} ranks on {} cores, an AllReduce of {} B a rank: ring {:.1f} us, recursive doubling {:.1f} us",
+                  comm.size(), machine_cores(), contended_fit_count(comm.size()) * sizeof(float), ring * 1e6, rd * 1e6);
+        CostModel fitted = model;
+        fitted.cores = machine_cores();
+        if (fit_contended_step(ring, rd, comm.size(), fitted)) model.tcp = fitted.tcp;
+      }
     }
     if (comm.rank() == 0) {
       // A class that could not be measured keeps its default, but an old measurement of it

@@ -27,6 +27,10 @@ struct CalibrationPartners {
   // The tcp partner is on rank 0's host: the link is loopback, which nothing shapes, so a stream
   // slower than a burst there is CPU contention, not a token bucket.
   bool tcp_loopback = false;
+  // Every rank is a host of its own on one machine (a lab of network namespaces): where they
+  // outnumber its cores, they time two AllReduces together for the tcp hand-over and skew as
+  // they pay them (fit_contended_step).
+  bool hosts_share_one_machine = false;
 };
 
 // Collective over `comm` (every rank calls it, in the same order as other creations on this

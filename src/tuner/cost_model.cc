@@ -19,7 +19,7 @@ namespace {
 nlohmann::json link_json(const LinkCost& l) {
   return {{"alpha_s", l.alpha},         {"beta_Bps", l.beta},          {"endpoint_beta_Bps", l.endpoint_beta},
           {"cpu_s", l.cpu},             {"cpu_s_per_byte", l.cpu_byte}, {"handoff_s", l.handoff},
-          {"sustained_Bps", l.sustained}, {"burst_bytes", l.burst}};
+          {"skew_s", l.skew},           {"sustained_Bps", l.sustained}, {"burst_bytes", l.burst}};
 }
 
 double positive(const nlohmann::json& j, const char* key, const std::string& where) {
@@ -51,6 +51,7 @@ LinkCost link_from(const nlohmann::json& j, const char* name, const LinkCost& fa
   if (l.contains("cpu_s")) c.cpu = positive(l, "cpu_s", name);
   if (l.contains("cpu_s_per_byte")) c.cpu_byte = positive(l, "cpu_s_per_byte", name);
   if (l.contains("handoff_s")) c.handoff = positive(l, "handoff_s", name);
+  if (l.contains("skew_s")) c.skew = positive(l, "skew_s", name);
   if (l.contains("sustained_Bps")) c.sustained = positive(l, "sustained_Bps", name);
   if (l.contains("burst_bytes")) c.burst = positive(l, "burst_bytes", name);
   if (c.beta <= 0 || c.endpoint_beta <= 0) {
@@ -117,18 +118,19 @@ CostModel load_model_file(const std::string& path) {
 
 std::string to_table(const CostModel& m) {
   std::string out = fmt::format("cost model ({})\n", m.source);
-  out += fmt::format("  {:<5} {:>12} {:>14} {:>18} {:>17} {:>12} {:>10} {:>13} {:>12}\n", "link", "alpha (us)",
-                     "beta (GB/s)", "endpoint (GB/s)", "sustained (GB/s)", "burst (KiB)", "cpu (us)",
-                     "cpu/KiB (us)", "handoff (us)");
+  out += fmt::format("  {:<5} {:>12} {:>14} {:>18} {:>17} {:>12} {:>10} {:>13} {:>12} {:>10}\n", "link",
+                     "alpha (us)", "beta (GB/s)", "endpoint (GB/s)", "sustained (GB/s)", "burst (KiB)", "cpu (us)",
+                     "cpu/KiB (us)", "handoff (us)", "skew (us)");
   auto known = [](double v, double scale, const char* spec) {
     return v > 0 ? fmt::format(fmt::runtime(spec), v * scale) : std::string("-");
   };
   for (LinkClass c : {LinkClass::shm, LinkClass::tcp}) {
     const LinkCost& l = m.link(c);
-    out += fmt::format("  {:<5} {:>12.2f} {:>14.3f} {:>18.3f} {:>17} {:>12} {:>10} {:>13} {:>12}\n", to_string(c),
-                       l.alpha * 1e6, l.beta / 1e9, l.endpoint_beta / 1e9, known(l.sustained, 1e-9, "{:.3f}"),
-                       known(l.burst, 1.0 / 1024, "{:.0f}"), known(l.cpu, 1e6, "{:.2f}"),
-                       known(l.cpu_byte, 1024e6, "{:.2f}"), known(l.handoff, 1e6, "{:.2f}"));
+    out += fmt::format("  {:<5} {:>12.2f} {:>14.3f} {:>18.3f} {:>17} {:>12} {:>10} {:>13} {:>12} {:>10}\n",
+                       to_string(c), l.alpha * 1e6, l.beta / 1e9, l.endpoint_beta / 1e9,
+                       known(l.sustained, 1e-9, "{:.3f}"), known(l.burst, 1.0 / 1024, "{:.0f}"),
+                       known(l.cpu, 1e6, "{:.2f}"), known(l.cpu_byte, 1024e6, "{:.2f}"), known(l.handoff, 1e6, "{:.2f}"),
+                       known(l.skew, 1e6, "{:.1f}"));
   }
   auto rate = [](double s_per_byte) { return s_per_byte > 0 ? fmt::format("{:.3f} GB/s", 1e-9 / s_per_byte) : std::string("free"); };
   out += fmt::format("  gamma (reduce) {}, copy {}, slice {} B, shm rings {} B, extra message {:.2f} alpha, cores {}\n",

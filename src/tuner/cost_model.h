@@ -27,6 +27,11 @@ struct LinkCost {
   // first adds, per rank of a core, while the ranks of a machine outnumber its cores. 0: not
   // measured.
   double handoff = 0;
+  // What a call loses on a machine whose ranks outnumber its cores because they start it out
+  // of step: each call's time is its slowest rank's, and that rank began while others were
+  // still ending the call before (hoop-bench's time of a call). Added once to a call of ranks of
+  // such a machine. 0: not measured.
+  double skew = 0;
   // Bytes per second a host's link sustains over a whole operation in each direction, when it
   // takes a burst faster than that (a token bucket): 0, the same as endpoint_beta.
   double sustained = 0;

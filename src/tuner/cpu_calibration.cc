@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include "tuner/predict.h"
+
 namespace hoop::tuner {
 
 namespace {
@@ -69,7 +71,85 @@ bool pin_to(int cpu, cpu_set_t& old) {
   return ::sched_setaffinity(0, sizeof one, &one) == 0;
 }
 
+// allreduce_call_seconds: blocks per algorithm, untimed calls opening each, calls timed.
+constexpr int kFitBlocks = 6;
+constexpr int kFitWarmupCalls = 2;  // per block
+constexpr int kFitCalls = 120;      // per algorithm, kFitBlocks blocks
+static_assert(kFitCalls % kFitBlocks == 0);
+
 }  // namespace
+
+std::array<double, 2> allreduce_call_seconds(Communicator& comm, const std::array<const char*, 2>& algos) {
+  const size_t count = contended_fit_count(comm.size());
+  std::vector<float> in(count, 1.0f), out(count);
+  std::array<OpOptions, 2> forced;
+  for (size_t a = 0; a < algos.size(); ++a) forced[a].algo = algos[a];
+  auto call = [&](size_t a) { comm.allreduce(in.data(), out.data(), count, DataType::f32, RedOp::sum, forced[a]); };
+  // Blocks of calls taking turns, as measure_processor's rounds do, so that a slow spell slows
+  // some calls of each; within a block, calls of one algorithm back to back as an application's
+  // (alternating call by call on the lab's 8 ranks of 2 cores, recursive doubling took 255-282
+  // us a call against 203-242 back to back, and the fit gave half the hand-over and 1.6x the
+  // skew).
+  std::vector<double> times(2 * kFitCalls);
+  for (int b = 0; b < kFitBlocks; ++b) {
+    for (size_t a = 0; a < algos.size(); ++a) {
+      for (int k = 0; k < kFitWarmupCalls; ++k) call(a);
+      for (int k = 0; k < kFitCalls / kFitBlocks; ++k) {
+        const auto t0 = Clock::now();
+        call(a);
+        times[a * kFitCalls + static_cast<size_t>(b * (kFitCalls / kFitBlocks) + k)] =
+            std::chrono::duration<double>(Clock::now() - t0).count();
+      }
+    }
+  }
+  comm.allreduce(times.data(), times.data(), times.size(), DataType::f64, RedOp::max);
+  std::array<double, 2> median{};
+  for (size_t a = 0; a < algos.size(); ++a) {
+    const auto first = times.begin() + static_cast<std::ptrdiff_t>(a * kFitCalls);
+    std::nth_element(first, first + kFitCalls / 2, first + kFitCalls);
+    median[a] = first[kFitCalls / 2];
+  }
+  return median;
+}
+
+bool fit_contended_step(double ring_call, double rd_call, int nranks, CostModel& m) {
+  if (m.cores <= 0 || nranks <= m.cores) return false;
+  schedule::Topology hosts;
+  for (int r = 0; r < nranks; ++r) hosts.host_of_rank.push_back(r);
+  const std::vector<int> one_machine(static_cast<size_t>(nranks), 0);
+  LinkView links;
+  links.topology = &hosts;
+  links.machine_of_rank = &one_machine;
+  schedule::CollectiveDesc d;
+  d.op = OpType::allreduce;
+  d.count = contended_fit_count(nranks);
+  d.nranks = nranks;
+  d.topology = &hosts;
+  // The model is linear in both: a price at no hand-over and no skew, and what a second of
+  // hand-over adds.
+  CostModel probe = m;
+  probe.tcp.skew = 0;
+  auto price = [&](const char* algo, double handoff) {
+    probe.tcp.handoff = handoff;
+    const Prediction p = predict(algo, d, sizeof(float), links, probe, Walk::every_rank);
+    return p.applicable ? p.seconds : -1.0;
+  };
+  constexpr double kUnit = 1e-6;
+  const double ring0 = price("ring", 0), rd0 = price("recursive-doubling", 0);
+  const double ring_per = (price("ring", kUnit) - ring0) / kUnit;
+  const double rd_per = (price("recursive-doubling", kUnit) - rd0) / kUnit;
+  if (ring0 < 0 || rd0 < 0 || !(ring_per > rd_per)) return false;
+  double handoff = ((ring_call - ring0) - (rd_call - rd0)) / (ring_per - rd_per);
+  double skew = rd_call - rd0 - rd_per * handoff;
+  if (handoff < 0 || skew < 0) {
+    // Noise beyond what the two can tell apart: the ring's steps alone.
+    skew = 0;
+    handoff = std::max(0.0, (ring_call - ring0) / ring_per);
+  }
+  m.tcp.handoff = handoff;
+  m.tcp.skew = skew;
+  return true;
+}
 
 int machine_cores() {
   const long n = ::sysconf(_SC_NPROCESSORS_ONLN);

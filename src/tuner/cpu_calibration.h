@@ -8,6 +8,8 @@
 // more ranks than cores) pay for every message.
 #pragma once
 
+#include <array>
+
 #include "hoop/communicator.h"
 #include "tuner/cost_model.h"
 
@@ -18,6 +20,32 @@ namespace hoop::tuner {
 // and on the partner, leaves l as it is. Over a shaped link (l.sustained > 0 on rank 0) each
 // round waits first for the link's token buckets to refill for it.
 void measure_processor(Communicator& comm, int partner, LinkCost& l);
+
+// Where every rank is a host of its own on one machine of fewer cores (a lab of network
+// namespaces), the tcp hand-over and the call's skew (LinkCost::handoff, skew) are fitted to
+// what the ranks pay together, stepping as an algorithm's ranks do: a ring AllReduce and a
+// recursive doubling one of a few bytes (2(N-1) and log2 N steps), each call's time its slowest
+// rank's, the median over calls (as hoop-bench reports a call). The pair of measure_processor,
+// alone on a core while the machine's other ranks sleep, gives the fastest hand-over the core
+// allows: on the lab's 8 ranks of 2 cores its rounds came at two speeds (17-22 and 32-42 us
+// for one message each way), the fastest made `handoff` 3.2 us in some calibrations and 5.5 in
+// others, and nothing priced a call's wait for ranks still ending the call before: the ring,
+// the tree and recursive doubling at 1-4 KiB measured 1.3-1.7x what they were priced.
+
+// The elements of each rank in the fitted calls: kFitElemsPerRank per rank of the ring.
+inline constexpr size_t kFitElemsPerRank = 2;
+inline size_t contended_fit_count(int nranks) { return kFitElemsPerRank * static_cast<size_t>(nranks); }
+
+// Every rank of `comm` calls it: AllReduces of contended_fit_count floats forced to each of
+// `algos` in turn; returns for each the median over its calls of each call's slowest rank, in
+// seconds, on every rank.
+std::array<double, 2> allreduce_call_seconds(Communicator& comm, const std::array<const char*, 2>& algos);
+
+// Sets m.tcp.handoff and m.tcp.skew so that the model (m.cores cores, nranks hosts of one rank
+// on one machine) prices the ring's and recursive doubling's calls at the measured times (it
+// is linear in both). A fit that comes out negative keeps no skew and the ring's hand-over.
+// False (m unchanged) when the ranks do not outnumber the cores or the algorithms do not apply.
+bool fit_contended_step(double ring_call, double rd_call, int nranks, CostModel& m);
 
 // The processors this machine has online (what the engine compares its ranks with).
 int machine_cores();

@@ -107,6 +107,7 @@ struct RankInfo {
   std::vector<Relay> relays;  // sorted by key
   std::vector<uint64_t> opening_sends;  // send_key of each send of step 0, sorted
   bool forwards = false;      // has a send with `after`
+  bool uses_shm = false, uses_tcp = false;  // has connections of the class
   std::vector<double> lag;    // memo, -1 unknown
 
   size_t nsteps() const { return totals.size(); }
@@ -168,7 +169,7 @@ class Evaluator {
   // A host whose link sustains less than it takes in a burst (sustained_rate) moves the
   // whole operation's bytes at no more than that rate in each direction.
   // A step taking only messages sent at the start pays their latency once: the later ones
-  // travelled while the first was waited for.
+  // travelled while the first was waited for. On a contended machine, the call's skew on top.
   double rank_seconds(int r) {
     RankInfo& ri = info(r);
     double t = 0, fill = 0;
@@ -179,7 +180,7 @@ class Evaluator {
       opening_waited = opening_waited || opening;
       fill = std::max(fill, lag(r, static_cast<int>(k)));
     }
-    return std::max(t + fill, sustained_seconds(r));
+    return std::max(t + fill, sustained_seconds(r)) + (contended(r) ? call_skew(ri.uses_shm, ri.uses_tcp, m_) : 0);
   }
 
  private:
@@ -254,6 +255,7 @@ class Evaluator {
         if (a.kind == ActionKind::recv_reduce) sp.local_seconds += b * m_.gamma;
         else sp.copied_bytes += b;
         const LinkClass cls = links_.between(r, a.peer);
+        (cls == LinkClass::shm ? ri.uses_shm : ri.uses_tcp) = true;
         const uint64_t key = conn_key(a.peer, a.channel, out);
         const double uncopied = a.kind == ActionKind::recv_reduce && reduces_from_ring(cls, b) ? b : 0;
         if (Conn* c = find_conn(ri.conns, from, conn_index, key, a)) {
@@ -375,10 +377,9 @@ class Evaluator {
   }
 
   // The hand-over a step of r waits for (0: none): a receive from a peer that r exchanges with
-  // in that step (two turns, exchange_turns) or talked to in an earlier one. That peer sends
-  // once it has run since: it waits for its turn on its core (a ring's predecessor, an
-  // exchange partner). A message its sender could send at once (a naive root's receives, a
-  // ring's first step) does not.
+  // in that step or talked to in an earlier one. That peer sends once it has run since: it
+  // waits for its turn on its core (a ring's predecessor, an exchange partner). A message its
+  // sender could send at once (a naive root's receives, a ring's first step) does not.
   double chained_handoff(int r, int k) {
     std::vector<double>& memo = chained_[r];
     if (memo.empty()) {
@@ -391,10 +392,7 @@ class Evaluator {
           if (in.out) continue;
           bool exchange = false;
           for (const Conn& out : conns) exchange = exchange || (out.out && out.peer == in.peer);
-          const bool chained = exchange || talked.contains(in.peer);
-          if (chained) {
-            memo[step] = std::max(memo[step], exchange_turns(exchange) * m_.link(in.cls).handoff);
-          }
+          if (exchange || talked.contains(in.peer)) memo[step] = std::max(memo[step], m_.link(in.cls).handoff);
         }
         for (const Conn& c : conns) talked.insert(c.peer);
       }

@@ -19,7 +19,9 @@ struct FormConn {
 
 void fold_rank(const RankTotals& t, int rank, Prediction& pred, const CostModel& m) {
   const double seconds =
-      m.tcp.sustained > 0 ? std::max(t.seconds, std::max(t.host_tcp_out, t.host_tcp_in) / m.tcp.sustained) : t.seconds;
+      (m.tcp.sustained > 0 ? std::max(t.seconds, std::max(t.host_tcp_out, t.host_tcp_in) / m.tcp.sustained)
+                           : t.seconds) +
+      t.skew;
   if (pred.critical_rank < 0 || seconds > pred.seconds) {
     pred.seconds = seconds;
     pred.critical_rank = rank;
@@ -90,8 +92,9 @@ void add_ring_phase(const RingView& v, const Phase& ph, double elem, const CostM
       }
       const bool exchange = v.n == 2;  // the predecessor is the successor
       const bool chained = !(ph.first_contact && cuts[i] == 0) || exchange;
-      price = contended_price(price, machine, chained ? exchange_turns(exchange) * m.link(v.in_cls).handoff : 0,
-                              v.contention);
+      price = contended_price(price, machine, chained ? m.link(v.in_cls).handoff : 0, v.contention);
+      t.skew = std::max(t.skew, call_skew(v.out_cls == LinkClass::shm || v.in_cls == LinkClass::shm,
+                                          v.out_cls == LinkClass::tcp || v.in_cls == LinkClass::tcp, m));
     }
     t.seconds += price * len;
     t.sent += sent * len;

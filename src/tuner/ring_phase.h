@@ -58,11 +58,13 @@ struct RankTotals {
   double sent = 0;
   std::vector<double> per_channel_out, per_channel_in;
   double host_tcp_out = 0, host_tcp_in = 0;
+  double skew = 0;  // the call's skew where the rank's machine is contended (LinkCost::skew)
   explicit RankTotals(size_t channels) : per_channel_out(channels, 0), per_channel_in(channels, 0) {}
 };
 
 // Adds the rank's totals to the prediction (the slowest rank, the most bytes), its time at
-// least its host's tcp bytes over what the link sustains (CostModel's sustained rate).
+// least its host's tcp bytes over what the link sustains (CostModel's sustained rate), plus
+// its skew.
 void fold_rank(const RankTotals& t, int rank, Prediction& pred, const CostModel& m);
 
 void add_ring_phase(const RingView& v, const Phase& ph, double elem_bytes, const CostModel& m, RankTotals& t);

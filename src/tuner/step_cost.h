@@ -12,9 +12,12 @@
 //  - when the ranks of the rank's machine outnumber its cores (contended_price): at least the
 //    processor time of all of them in that step over the cores, and a step that waits for a
 //    peer it heard from before a hand-over per rank of a core on top: the peer sends once those
-//    ahead of it on its core have had their turn. A step that exchanges with its peer waits for
-//    two (exchange_turns): the partner's, and then its own again to take what arrived, since
-//    both partners must be ready and neither sends ahead of the other.
+//    ahead of it on its core have had their turn. A step that exchanges with its peer waits the
+//    same one turn: fitted with the call's skew (LinkCost::skew) to a ring and a recursive
+//    doubling AllReduce of a few bytes (fit_contended_step), both partners' steps cost what a
+//    ring's does (on the lab's 8 ranks of 2 cores, 64 B: 37 us a step for each, and 93 us a
+//    call beside the steps);
+//  - and on such a machine, once per call, the link's skew.
 #pragma once
 
 #include <algorithm>
@@ -87,11 +90,10 @@ inline double contended_price(double price, double machine_demand, double handof
   return std::max(price, machine_demand / c.cores) + handoff * c.ranks_per_core;
 }
 
-// The turns on a shared core a step waits for: two when it sends to and receives from the same
-// peer (an exchange), one otherwise. On the lab's 8 ranks of 2 cores, with one: recursive
-// doubling measured 1.7-2.05x its prediction at 1-4 KiB, halving-doubling 1.2-1.4x, the ring
-// 1.0-1.1x.
-inline double exchange_turns(bool exchange) { return exchange ? 2.0 : 1.0; }
+// The skew a call of a contended rank pays once, over the classes of link it uses.
+inline double call_skew(bool uses_shm, bool uses_tcp, const CostModel& m) {
+  return std::max(uses_shm ? m.shm.skew : 0.0, uses_tcp ? m.tcp.skew : 0.0);
+}
 
 // Whether any connection of the step is over tcp (then the host's share is needed).
 template <class Conn>

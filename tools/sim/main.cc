@@ -46,7 +46,7 @@ struct SimArgs {
   int hosts = 0;           // 0: from ranks_per_host, else one rank per host
   int ranks_per_host = 0;  // 0: from hosts
   std::string link, latency, stream, shm_bw, shm_latency, shm_ring, reduce_bw, model_file;
-  std::string sustained, burst, cpu, cpu_per_kib, handoff;
+  std::string sustained, burst, cpu, cpu_per_kib, handoff, skew;
   int machines = 0;  // 0: one per host
   int cores = -1;    // -1: the model's
   std::string collective, min_text = "1K", max_text = "1G", dtype_text = "f32", algo_text, json_file;
@@ -154,6 +154,9 @@ int main(int argc, char** argv) {
   app.add_option("--handoff", a.handoff,
                  "what waiting for a peer between hosts that must run first adds per rank of a core when ranks "
                  "outnumber the cores, e.g. 8us");
+  app.add_option("--skew", a.skew,
+                 "what a call between hosts loses once when ranks outnumber the cores, its ranks starting it out "
+                 "of step, e.g. 100us");
   app.add_option("--machines", a.machines,
                  "machines the hosts run on, in blocks (default: one per host; a lab of namespaces: 1)")
       ->check(CLI::Range(1, 1 << 20));
@@ -214,6 +217,7 @@ int main(int argc, char** argv) {
     if (!a.cpu.empty()) model.tcp.cpu = duration_or_die(a.cpu, "--cpu");
     if (!a.cpu_per_kib.empty()) model.tcp.cpu_byte = duration_or_die(a.cpu_per_kib, "--cpu-per-kib") / 1024;
     if (!a.handoff.empty()) model.tcp.handoff = duration_or_die(a.handoff, "--handoff");
+    if (!a.skew.empty()) model.tcp.skew = duration_or_die(a.skew, "--skew");
     if (a.cores >= 0) model.cores = a.cores;
     // Machines: hosts in blocks of `hosts_per_machine` consecutive hosts.
     std::vector<int> machine_of_rank;
