@@ -13,11 +13,12 @@
 //    processor time of all of them in that step over the cores, and a step that waits for a
 //    peer it heard from before a hand-over per rank of a core on top: the peer sends once those
 //    ahead of it on its core have had their turn. A step that exchanges with its peer waits the
-//    same one turn: fitted with the call's skew (LinkCost::skew) to a ring and a recursive
-//    doubling AllReduce of a few bytes (fit_contended_step), both partners' steps cost what a
-//    ring's does (on the lab's 8 ranks of 2 cores, 64 B: 37 us a step for each, and 93 us a
-//    call beside the steps);
-//  - and on such a machine, once per call, the link's skew.
+//    same one turn: on the lab's 8 ranks of 2 cores, steps of 64 B of the ring,
+//    halving-doubling and recursive doubling cost alike (about 37 us), beside about 93 us a
+//    call (fit_contended_step fits the hand-over and that skew to a ring and a recursive
+//    doubling AllReduce);
+//  - not a step's: on such a machine a call pays the skew (LinkCost::skew) of the classes its
+//    rank uses once (call_skew; added by predict.cc's rank_seconds and ring_phase's fold_rank).
 #pragma once
 
 #include <algorithm>
