@@ -119,8 +119,6 @@ class CommImpl {
   // Algorithm selection (comm_tuning.cc). calibrate: collective, once at the world
   // communicator's creation; tuner: the communicator's tuner (created on first use).
   void calibrate(Communicator& self);
-  // CalibrationPartners::hosts_share_one_machine: the same on every rank (from the peer table).
-  bool hosts_share_one_machine() const;
   tuner::Tuner& tuner();
   const std::vector<PeerInfo>& peers() const { return peers_; }  // for tools
   struct AlgoChoice {

@@ -26,15 +26,16 @@ constexpr size_t kRememberedChoices = 4096;
 // How long a wait spins before it sleeps while the calibration times a TCP link.
 constexpr std::chrono::microseconds kLinkTimingSpin{5000};
 
-}  // namespace
-
-bool CommImpl::hosts_share_one_machine() const {
+// CalibrationPartners::hosts_share_one_machine, the same on every rank (from the peer table).
+bool hosts_share_one_machine(const std::vector<PeerInfo>& peers) {
   std::set<std::string> hosts;
-  for (const PeerInfo& p : peers_) {
-    if (p.machine_id != peers_[0].machine_id || !hosts.insert(p.host_id).second) return false;
+  for (const PeerInfo& p : peers) {
+    if (p.machine_id != peers[0].machine_id || !hosts.insert(p.host_id).second) return false;
   }
-  return size() > 1;
+  return peers.size() > 1;
 }
+
+}  // namespace
 
 void CommImpl::calibrate(Communicator& self) {
   // Rank 0's partner for each link class: the first rank it reaches over that class.
@@ -46,7 +47,7 @@ void CommImpl::calibrate(Communicator& self) {
   }
   partners.tcp_same_machine = partners.tcp >= 0 && peers_[static_cast<size_t>(partners.tcp)].machine_id == peers_[0].machine_id;
   partners.tcp_loopback = partners.tcp >= 0 && peers_[static_cast<size_t>(partners.tcp)].host_id == peers_[0].host_id;
-  partners.hosts_share_one_machine = hosts_share_one_machine();
+  partners.hosts_share_one_machine = hosts_share_one_machine(peers_);
   // Each creation on this store gets its own keys (every rank counts its own creations; all
   // ranks create communicators in the same order).
   const int64_t n = job_->store->add(fmt::format("hoop/tuner/created/{}", rank_), 1);

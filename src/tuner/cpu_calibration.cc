@@ -74,8 +74,8 @@ bool pin_to(int cpu, cpu_set_t& old) {
 // allreduce_call_seconds: blocks per algorithm, untimed calls opening each, calls timed.
 constexpr int kFitBlocks = 6;
 constexpr int kFitWarmupCalls = 2;  // per block
-constexpr int kFitCalls = 120;      // per algorithm, kFitBlocks blocks
-static_assert(kFitCalls % kFitBlocks == 0);
+constexpr int kFitCallsPerBlock = 20;
+constexpr int kFitCalls = kFitBlocks * kFitCallsPerBlock;  // per algorithm
 
 }  // namespace
 
@@ -94,10 +94,10 @@ std::array<double, 2> allreduce_call_seconds(Communicator& comm, const std::arra
   for (int b = 0; b < kFitBlocks; ++b) {
     for (size_t a = 0; a < algos.size(); ++a) {
       for (int k = 0; k < kFitWarmupCalls; ++k) call(a);
-      for (int k = 0; k < kFitCalls / kFitBlocks; ++k) {
+      for (int k = 0; k < kFitCallsPerBlock; ++k) {
         const auto t0 = Clock::now();
         call(a);
-        times[a * kFitCalls + static_cast<size_t>(b * (kFitCalls / kFitBlocks) + k)] =
+        times[a * kFitCalls + static_cast<size_t>(b * kFitCallsPerBlock + k)] =
             std::chrono::duration<double>(Clock::now() - t0).count();
       }
     }
