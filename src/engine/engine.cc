@@ -31,14 +31,18 @@ EngineConfig config_from_env(int machine_ranks) {
   EngineConfig cfg;
   cfg.slice_bytes = std::max<uint64_t>(params::bytes(params::Id::slice_bytes), 4096);
   const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
-  // With more ranks than cores a spinning rank steals the core its peer needs: yield instead,
-  // and unless told otherwise do not spin at all. Yielding does not hand the core over at once
-  // (the scheduler may run the spinner again), so even a short spin delays the peer: on the
-  // lab's 8 ranks over 2 cores, 1-16 KiB AllReduces took 1.3-1.8x longer with 30 us of it.
+  // With more ranks than cores a waiting rank yields the core while it spins, and does not
+  // spin at all on shared memory: a peer it waits for there is doing the work (a copy, a
+  // reduction) and needs the core. A wait on a TCP link spins for longer (1 ms) before it
+  // sleeps: a sleeper is woken by the kernel when the packet lands, one rank after the other,
+  // while a rank that yields is back as soon as the others on its core yield or block. On the
+  // lab's 8 ranks over 2 cores, 1-16 KiB AllReduces took 1.2-3.4x longer sleeping at once.
   const bool oversubscribed = cores > 0 && machine_ranks > cores;
   cfg.yield_while_spinning = oversubscribed;
   const auto spin_us = params::integer_if_set(params::Id::spin_us);
-  cfg.spin = std::chrono::microseconds(spin_us ? *spin_us : oversubscribed ? 0 : params::integer(params::Id::spin_us));
+  const int64_t fallback = params::integer(params::Id::spin_us);
+  cfg.spin = std::chrono::microseconds(spin_us ? *spin_us : oversubscribed ? 0 : fallback);
+  cfg.network_spin = std::chrono::microseconds(spin_us ? *spin_us : oversubscribed ? kOversubscribedNetworkSpinUs : fallback);
   return cfg;
 }
 
@@ -176,11 +180,14 @@ class Run {
 
   // A step's transfers, for wait_loop: every pass moves what the links take and give.
   struct StepWait {
-    static constexpr int kPausesPerSpin = 64;
+    // A pass over the step's links is itself the pause (a system call per TCP link); the
+    // clock is read after each.
+    static constexpr int kPausesPerSpin = 0;
     static constexpr uint32_t kSpinsPerCheck = 1;
     Run& run;
     const schedule::Step& step;
     size_t& pending;
+    int network = -1;  // waits_on_network, once asked
 
     bool advance() {
       size_t finished = 0;
@@ -189,6 +196,10 @@ class Run {
       return moved;
     }
     bool done() const { return pending == 0; }
+    nanoseconds spin(const EngineConfig& cfg) {
+      if (network < 0) network = run.waits_on_network(step) ? 1 : 0;
+      return network ? cfg.network_spin : cfg.spin;
+    }
     bool spin_yields() const { return false; }
     void check_health() {}
     bool arm(transport::Waiter& w) { return run.arm_links(step, w); }
@@ -200,6 +211,16 @@ class Run {
     }
     [[noreturn]] void raise_timeout(nanoseconds stalled) { run.throw_timeout(step, stalled); }
   };
+
+  // Whether a transfer of the step not complete yet goes over a TCP link.
+  bool waits_on_network(const schedule::Step& step) const {
+    for (size_t i = 0; i < step.actions.size(); ++i) {
+      if (progress_[i].complete) continue;
+      const transport::Link* link = peers_[slot(step.actions[i])].link;
+      if (link && link->kind() == "tcp") return true;
+    }
+    return false;
+  }
 
   // One non-blocking sweep over the step's transfers. Returns whether any byte moved.
   bool pass(const schedule::Step& step, size_t* finished) {

@@ -8,6 +8,7 @@
 // What is waited for is a `Waitable`:
 //   bool advance()            moves what it can; true when anything moved
 //   bool done()
+//   nanoseconds spin(const EngineConfig&)  how long to spin before sleeping
 //   bool spin_yields()        true: yield while spinning even when the cores are not oversubscribed
 //   void check_health()       cheap checks, run every few spins and after each sleep (throws)
 //   bool arm(Waiter&)         registers what to sleep on; false: ready, do not sleep
@@ -67,8 +68,12 @@ void wait_loop(Waitable& w, const WaitContext& c) {
     }
     // Every kSpinsPerCheck spins: the cheap checks and the clock.
     w.check_health();
-    if (Clock::now() - last_progress < c.cfg.spin) {
+    if (Clock::now() - last_progress < w.spin(c.cfg)) {
       yield = c.cfg.yield_while_spinning || w.spin_yields();
+      // Where every pass looks at the clock (kSpinsPerCheck 1) this is the only place to give
+      // the core away.
+      if (yield) ::sched_yield();
+      else for (int k = 0; k < Waitable::kPausesPerSpin; ++k) __builtin_ia32_pause();
       continue;
     }
     c.waiter.reset();
