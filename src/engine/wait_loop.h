@@ -92,6 +92,10 @@ void wait_loop(Waitable& w, const WaitContext& c) {
       last_liveness = after;
       w.check_liveness();
     }
+    // A wait past its own timeout says so (it names what it waited for) even when the
+    // communicator failed elsewhere meanwhile: a sleep that overran on a loaded machine wakes
+    // to both.
+    if (after - last_progress >= c.stall_timeout) w.raise_timeout(after - last_progress);
     if (c.failure_probe && after - last_progress >= kFailureProbePeriod && c.failure_probe()) {
       ErrorContext ctx = c.ctx;
       ctx.peer = w.blamed_peer();
@@ -100,7 +104,6 @@ void wait_loop(Waitable& w, const WaitContext& c) {
                                 : std::string("gave up: the communicator failed elsewhere"),
                   ctx);
     }
-    if (after - last_progress >= c.stall_timeout) w.raise_timeout(after - last_progress);
     spins = Waitable::kSpinsPerCheck - 1;  // after a sleep, no spinning until something moves again
   }
 }
