@@ -1,6 +1,7 @@
 // The engine's wait loop: where the ranks of a machine outnumber its cores it gives the core away
 // while it spins, also where every pass over the links reads the clock (a step's wait), and a
-// wait on a TCP link spins there while a wait on shared memory does not.
+// wait on a TCP link spins there while a wait on shared memory does not; a wait past its own
+// timeout reports that timeout.
 #include "engine/wait_loop.h"
 
 #include <sys/syscall.h>
@@ -13,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/engine.h"
+#include "hoop/error.h"
 #include "support/scoped_env.h"
 #include "transport/waiter.h"
 
@@ -78,6 +80,40 @@ TEST(WaitLoop, OnCoresOfTheirOwnItSpinsWithoutYielding) {
 TEST(WaitLoop, WithoutASpinItSleepsAtOnce) {
   // arm() says ready: each pass after the first sleeps (returns at once) instead of spinning.
   EXPECT_EQ(yields_while_waiting(true, nanoseconds(0), 50), 0);
+}
+
+// Never moves; sleeps until its timeout (nothing wakes it) and says which way it ended.
+struct NeverMoves {
+  static constexpr int kPausesPerSpin = 0;
+  static constexpr uint32_t kSpinsPerCheck = 1;
+  bool advance() { return false; }
+  bool done() const { return false; }
+  nanoseconds spin(const EngineConfig&) const { return nanoseconds(0); }
+  bool spin_yields() const { return false; }
+  void check_health() {}
+  bool arm(transport::Waiter&) { return true; }
+  void disarm() {}
+  void check_liveness() {}
+  int blamed_peer() const { return 3; }
+  [[noreturn]] void raise_timeout(nanoseconds) { throw std::runtime_error("own timeout"); }
+};
+
+TEST(WaitLoop, AWaitPastItsOwnTimeoutSaysSoEvenWhenTheCommunicatorFailedElsewhere) {
+  // The stall timeout equals the probe's period: the wake-up at 500 ms finds both the own
+  // timeout passed and the communicator failed elsewhere.
+  transport::Waiter waiter;
+  const std::atomic<bool> abort{false};
+  const EngineConfig cfg;
+  const Engine::FailureProbe failed_elsewhere = [] { return true; };
+  NeverMoves w;
+  try {
+    wait_loop(w, WaitContext{waiter, abort, cfg, kFailureProbePeriod, failed_elsewhere, ErrorContext{}});
+    FAIL() << "the wait ended";
+  } catch (const Error& e) {
+    FAIL() << "gave up instead of timing out: " << e.what();
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "own timeout");
+  }
 }
 
 TEST(EngineConfig, OnAMachineOfFewerCoresTcpWaitsSpinAndSharedMemoryWaitsDoNot) {
