@@ -13,10 +13,10 @@
 //    processor time of all of them in that step over the cores, and a step that waits for a
 //    peer it heard from before a hand-over per rank of a core on top: the peer sends once those
 //    ahead of it on its core have had their turn. A step that exchanges with its peer waits the
-//    same one turn: on the lab's 8 ranks of 2 cores, steps of 64 B of the ring,
-//    halving-doubling and recursive doubling cost alike (about 37 us), beside about 93 us a
-//    call (fit_contended_step fits the hand-over and that skew to a ring and a recursive
-//    doubling AllReduce);
+//    same one turn: on the lab's 8 ranks of 2 cores, while waits on TCP links slept at once,
+//    steps of 64 B of the ring, halving-doubling and recursive doubling cost alike (about
+//    37 us), beside about 93 us a call (fit_contended_step fits the hand-over and that skew
+//    to a ring and a recursive doubling AllReduce);
 //  - not a step's: on such a machine a call pays the skew (LinkCost::skew) of the classes its
 //    rank uses once (call_skew; added by predict.cc's rank_seconds and ring_phase's fold_rank).
 #pragma once
