@@ -68,9 +68,10 @@ TEST(BootstrapScale, StoreRequestsPerRankDoNotGrowWithN) {
 
 // 512 ranks on this machine start, run a verified AllReduce, Barrier and Broadcast and stop,
 // with a constant number of store requests each. The algorithms are schedules over lazy links
-// (a tree and the dissemination barrier: O(log N) links per rank) with 256 KiB shared-memory
-// rings, so that the ranks' memory stays bounded (shm-direct's region has room for every rank
-// and every rank maps all of it: docs/BENCHMARKS.md, "Start-up at scale").
+// (a tree and the dissemination barrier: O(log N) links per rank), whose shared-memory rings
+// on a host of 512 ranks are 256 KiB by default (transport::ring_bytes_for_host), so that the
+// ranks' memory stays bounded (shm-direct's region has room for every rank and every rank maps
+// all of it: docs/BENCHMARKS.md, "Start-up at scale").
 //
 // The sanitizer runs (HOOP_TEST_SCALE=small, set by `make test-asan`) start 256: an ASan rank
 // takes about 3.5 times a release rank's memory (55 against 13-16 MiB resident), and 512 of them
@@ -78,7 +79,7 @@ TEST(BootstrapScale, StoreRequestsPerRankDoNotGrowWithN) {
 TEST(BootstrapScale, FiveHundredTwelveRanksStartAndRun) {
   const int ranks = test::small_scale() ? 256 : 512;
   ToolProcess run({kHoopRun, "-n", std::to_string(ranks), "--store-stats", "--timeout", "500", "--", kHoopStartup},
-                  {"HOOP_ALGO=allreduce:tree,barrier:dissemination,broadcast:tree", "HOOP_SHM_RING_BYTES=256K"});
+                  {"HOOP_ALGO=allreduce:tree,barrier:dissemination,broadcast:tree"});
   const ToolResult r = run.finish(540s);
   std::cout << r.out << r.err.substr(r.err.size() > 2000 ? r.err.size() - 2000 : 0);
   ASSERT_EQ(r.exit_code, 0) << r.err.substr(r.err.size() > 4000 ? r.err.size() - 4000 : 0);
@@ -89,6 +90,19 @@ TEST(BootstrapScale, FiveHundredTwelveRanksStartAndRun) {
   // 10 per rank as above (--init-only), and 3 more once a communicator runs an operation: its
   // revoke watch's connection (HELLO), parked wait, and the set that ends it.
   EXPECT_LE(requests, 13u * static_cast<uint64_t>(ranks) + 4) << "store requests per rank grew with N";
+}
+
+// The same job with every default: the tuner's own choices (on this machine recursive doubling
+// for the AllReduce, nine links per rank, and shm-direct), whatever they are, fit the machine.
+// With 4 MiB rings on every link, as before the default shrank on hosts of many ranks, the
+// AllReduce's rings alone took 18 GiB and the job was killed for want of memory.
+TEST(BootstrapScale, FiveHundredTwelveRanksRunWithTheDefaults) {
+  const int ranks = test::small_scale() ? 256 : 512;
+  ToolProcess run({kHoopRun, "-n", std::to_string(ranks), "--timeout", "500", "--", kHoopStartup}, {});
+  const ToolResult r = run.finish(540s);
+  std::cout << r.out << r.err.substr(r.err.size() > 2000 ? r.err.size() - 2000 : 0);
+  ASSERT_EQ(r.exit_code, 0) << r.err.substr(r.err.size() > 4000 ? r.err.size() - 4000 : 0);
+  EXPECT_NE(r.out.find("correct on every rank"), std::string::npos) << r.out;
 }
 
 // The peers a rank's links lead to, from its statistics.

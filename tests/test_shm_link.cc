@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -29,6 +30,7 @@
 
 #include "core/clock.h"
 #include "hoop/error.h"
+#include "support/scoped_env.h"
 #include "support/test_scale.h"
 #include "transport/waiter.h"
 
@@ -914,6 +916,31 @@ TEST(ShmLink, RefusesBadParameters) {
   EXPECT_THROW(connect(link_params("a/b", 0, 1)), Error);
   EXPECT_THROW(connect(link_params("j", 1, 1)), Error);
   EXPECT_THROW(connect(link_params("j", -1, 1)), Error);
+}
+
+// A host's rings stay within a budget however many ranks it runs: 4 MiB each on a few ranks,
+// halved as ranks x log2(ranks) grows, never below 256 KiB; a value the user set wins.
+TEST(ShmRingBytes, ShrinkOnHostsOfManyRanksUnlessSet) {
+  test::ScopedEnv unset("HOOP_SHM_RING_BYTES", nullptr);
+  constexpr size_t kMiB = size_t{1} << 20;
+  EXPECT_EQ(ring_bytes_for_host(1), 4 * kMiB);
+  EXPECT_EQ(ring_bytes_for_host(8), 4 * kMiB);
+  EXPECT_EQ(ring_bytes_for_host(42), 4 * kMiB);
+  EXPECT_EQ(ring_bytes_for_host(43), 2 * kMiB);
+  EXPECT_EQ(ring_bytes_for_host(128), 1 * kMiB);
+  EXPECT_EQ(ring_bytes_for_host(256), kMiB / 2);
+  EXPECT_EQ(ring_bytes_for_host(512), kMiB / 4);
+  EXPECT_EQ(ring_bytes_for_host(65536), kMiB / 4);
+  for (int ranks = 2; ranks <= 4096; ++ranks) {
+    const uint64_t links = std::max(2, static_cast<int>(std::ceil(std::log2(ranks))));
+    const size_t ring = ring_bytes_for_host(ranks);
+    EXPECT_TRUE(ring == kMiB / 4 || ranks * links * ring <= (uint64_t{1} << 30)) << ranks << " ranks: " << ring;
+    EXPECT_LE(ring, ring_bytes_for_host(ranks - 1)) << ranks << " ranks";
+  }
+  test::ScopedEnv set("HOOP_SHM_RING_BYTES", "8M");
+  EXPECT_EQ(ring_bytes_for_host(512), 8 * kMiB);
+  test::ScopedEnv same("HOOP_SHM_RING_BYTES", "4M");
+  EXPECT_EQ(ring_bytes_for_host(512), 4 * kMiB);
 }
 
 }  // namespace

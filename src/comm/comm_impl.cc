@@ -30,16 +30,11 @@ std::string transport_mode(const CommOptions& opts) {
   return m;
 }
 
-// Position of `rank` among the ranks sharing its host, and how many share it.
+// Position of `rank` among the ranks sharing its host (how many share it: local_count).
 int local_index(const std::vector<PeerInfo>& peers, int rank) {
   int idx = 0;
   for (int r = 0; r < rank; ++r) idx += peers[static_cast<size_t>(r)].host_id == peers[static_cast<size_t>(rank)].host_id;
   return idx;
-}
-int local_count(const std::vector<PeerInfo>& peers, int rank) {
-  int n = 0;
-  for (const auto& p : peers) n += p.host_id == peers[static_cast<size_t>(rank)].host_id;
-  return n;
 }
 // Ranks running on the same machine as `rank`, whatever host they act as (network namespaces
 // and HOOP_HOST_ID make separate hosts that still share this machine's cores).
@@ -55,6 +50,12 @@ schedule::Topology topology_of(const std::vector<PeerInfo>& peers) {
   return schedule::Topology::from_host_ids(ids);
 }
 }  // namespace
+
+int local_count(const std::vector<PeerInfo>& peers, int rank) {
+  int n = 0;
+  for (const auto& p : peers) n += p.host_id == peers[static_cast<size_t>(rank)].host_id;
+  return n;
+}
 
 CommImpl::CommImpl(std::shared_ptr<JobContext> job, uint64_t comm_id, int rank,
                    std::vector<PeerInfo> peers, const CommOptions& opts)

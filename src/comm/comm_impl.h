@@ -50,6 +50,9 @@ struct PeerInfo {
   std::vector<std::string> tcp;  // the listener's addresses
 };
 
+// How many of `peers` share rank `rank`'s host (comm_impl.cc).
+int local_count(const std::vector<PeerInfo>& peers, int rank);
+
 std::string encode_peer_info(const PeerInfo& p);
 PeerInfo decode_peer_info(const std::string& json);
 

@@ -33,6 +33,7 @@ transport::ShmLinkParams LinkTarget::shm(int peer, int channel) const {
   params.peer_rank = peer;
   params.channel = channel;
   params.peer_pid = peers[static_cast<size_t>(peer)].pid;
+  params.capacity = transport::ring_bytes_for_host(local_count(peers, rank));
   return params;
 }
 

@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "core/params.h"
 #include "kernels/reduce.h"
+#include "transport/shm/shm_transport.h"
 #include "tuner/cpu_calibration.h"
 
 namespace hoop::tuner {
@@ -319,7 +320,7 @@ CostModel agree_on_model(Communicator& comm, Store& store, const std::string& ke
   }
   if (comm.rank() == 0) {
     // The engine's knob, not a measurement: the rings of this job, whatever the cache says.
-    model.shm_ring_bytes = static_cast<size_t>(params::bytes(params::Id::shm_ring_bytes));
+    model.shm_ring_bytes = transport::ring_bytes_for_host(comm.local_size());
     store.set_string(model_key, to_json(model));
   }
   // Everyone, rank 0 included, uses the model as parsed from the same text.

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -78,6 +79,22 @@ size_t ring_capacity(size_t requested, const ErrorContext& ctx) {
   // A multiple of the cache line keeps 8-byte stream offsets 8-byte aligned across the wrap.
   return std::max<size_t>(kCacheLine, (bytes + kCacheLine - 1) / kCacheLine * kCacheLine);
 }
+
+}  // namespace
+
+size_t ring_bytes_for_host(int ranks_on_host) {
+  if (params::origin(params::Id::shm_ring_bytes) != params::Origin::default_value)
+    return params::bytes(params::Id::shm_ring_bytes);
+  constexpr uint64_t kHostRingBudget = uint64_t{1} << 30;
+  constexpr size_t kSmallestDefaultRing = 256 * 1024;
+  const auto ranks = static_cast<uint64_t>(std::max(ranks_on_host, 1));
+  const uint64_t links = std::max<uint64_t>(2, std::bit_width(ranks - 1));  // ceil(log2 L)
+  auto ring = static_cast<size_t>(params::bytes(params::Id::shm_ring_bytes));
+  while (ring > kSmallestDefaultRing && ranks * links * ring > kHostRingBudget) ring /= 2;
+  return ring;
+}
+
+namespace {
 
 bool names_a_segment(const std::string& job_id) { return !job_id.empty() && job_id.find('/') == std::string::npos; }
 

@@ -33,11 +33,19 @@ struct ShmLinkParams {
   int peer_rank = -1;
   int channel = 0;        // one segment per channel of a peer pair (multi-ring)
   pid_t peer_pid = 0;     // for liveness checks
-  size_t capacity = 0;    // bytes per direction; 0: default (HOOP_SHM_RING_BYTES or 4 MiB)
+  size_t capacity = 0;    // bytes per direction; 0: HOOP_SHM_RING_BYTES's value or default
   // For a link the peer may never need (point-to-point): when this side created the segment,
   // wrote nothing and the peer never attached, the link removes the name at destruction.
   bool remove_if_unattached = false;
 };
+
+// The ring per direction of a link between two of a host's `ranks_on_host` ranks:
+// HOOP_SHM_RING_BYTES when set; else 4 MiB, halved (down to 256 KiB) while the host's L ranks
+// would hold more than 1 GiB of rings at max(2, ceil(log2 L)) links each (4 MiB up to 42 ranks,
+// 256 KiB from 257). A link's rings are reserved whole when it connects (a full /dev/shm is an
+// error then, not a SIGBUS later), and exchange algorithms connect about log2(L) peers per
+// rank: with 4 MiB rings, recursive doubling on 512 ranks held 18 GiB of a 24 GiB machine.
+size_t ring_bytes_for_host(int ranks_on_host);
 
 // Blocks until the link is attached on this side (never waits for the peer to attach, only
 // for a peer that created the segment to finish initialising it), or throws at deadline.
