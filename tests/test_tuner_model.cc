@@ -8,6 +8,7 @@
 #include "schedule/schedule_builders.h"
 #include "tuner/cost_model.h"
 #include "tuner/predict.h"
+#include "tuner/pricing.h"
 #include "tuner/tuner.h"
 
 namespace hoop {
@@ -289,6 +290,46 @@ TEST(TunerSelect, SmallReduceScatterOnRanksSharingAMachineGoesThroughTheRoot) {
   tuner::Tuner alone(m, topo, LinkView::Force::none);
   d.count = 32;
   EXPECT_EQ(alone.choose(d, 4, detail::candidate_algorithms(d.op)).algorithm, "halving-doubling");
+}
+
+// Pairwise links every pair of ranks: where a host's ranks would hold more rings than fit
+// (L(L-1) rings within 4 GiB: transport::every_pair_fits) the tuner passes it by, and picks
+// another algorithm; over TCP for every pair, or on hosts of fewer ranks, it stays.
+TEST(TunerSelect, PairwiseIsPassedByWhereEveryPairsRingsWouldNotFit) {
+  CostModel m = round_model();
+  m.shm_ring_bytes = size_t{4} << 20;
+  const auto hosts_of = [](int hosts, int per_host) {
+    std::vector<std::string> ids;
+    for (int h = 0; h < hosts; ++h) ids.insert(ids.end(), static_cast<size_t>(per_host), "host" + std::to_string(h));
+    return schedule::Topology::from_host_ids(ids);
+  };
+  const auto price_pairwise = [&](const schedule::Topology& topo, LinkView::Force force) {
+    schedule::CollectiveDesc d;
+    d.op = OpType::alltoall;
+    d.nranks = static_cast<int>(topo.host_of_rank.size());
+    d.topology = &topo;
+    d.count = 1024;
+    return tuner::price(tuner::Pricing::sampled_walk, "pairwise", d, 4, LinkView{&topo, force}, m);
+  };
+  const auto crowded = hosts_of(1, 64);
+  const auto two = hosts_of(2, 32);
+  EXPECT_NE(price_pairwise(crowded, LinkView::Force::none).why_not.find("pairwise links every pair: 64 ranks"),
+            std::string::npos);
+  EXPECT_TRUE(price_pairwise(crowded, LinkView::Force::tcp).why_not.empty());
+  EXPECT_TRUE(price_pairwise(two, LinkView::Force::none).why_not.empty());
+  m.shm_ring_bytes = size_t{1} << 20;  // 64 x 63 rings of 1 MiB fit
+  EXPECT_TRUE(price_pairwise(crowded, LinkView::Force::none).why_not.empty());
+
+  m.shm_ring_bytes = size_t{4} << 20;
+  tuner::Tuner t(m, crowded, LinkView::Force::none);
+  schedule::CollectiveDesc d;
+  d.op = OpType::alltoall;
+  d.nranks = 64;
+  d.topology = &crowded;
+  d.count = 1 << 16;
+  const std::string pick = t.choose(d, 4, detail::candidate_algorithms(d.op)).algorithm;
+  EXPECT_NE(pick, "pairwise");
+  EXPECT_FALSE(pick.empty());
 }
 
 // A shaped link (sustained below the burst rate) gets a receive window of 2 ms at its rate,

@@ -25,6 +25,10 @@ struct Entry {
   // more, several on one. On one host it is a gather to rank 0 and back, with one rank per
   // host an exchange of everyone with everyone at once (forced, it runs there all the same).
   bool across_hosts = false;
+  // Connects every pair of ranks (a link each): on a host of many ranks the links' rings take
+  // memory by the square of its ranks, and the tuner passes it by there (connects_every_pair).
+  // AllToAllv's pairwise is not marked: AllToAllv has no other algorithm.
+  bool every_pair = false;
 };
 
 const std::vector<Entry>& registry() {
@@ -67,7 +71,7 @@ const std::vector<Entry>& registry() {
       {OpType::reducescatter, "naive", naive_reducescatter},
       // ---- tree and naive (end) ----
       // ---- the rest of the collective set (begin) ----
-      {OpType::alltoall, "pairwise", pairwise_alltoall},
+      {OpType::alltoall, "pairwise", pairwise_alltoall, false, false, true},
       {OpType::alltoall, "bruck", bruck_alltoall},
       // After pairwise: where both are bound by the hosts' links their prices are equal and
       // the first wins; pairwise overlaps the hand-overs inside a host that leaders adds before
@@ -81,9 +85,9 @@ const std::vector<Entry>& registry() {
       {OpType::scatter, "binomial", binomial_scatter},
       {OpType::scatterv, "linear", linear_scatter},
       {OpType::allgatherv, "ring", ring_allgatherv},
-      {OpType::allgatherv, "pairwise", pairwise_allgatherv},
+      {OpType::allgatherv, "pairwise", pairwise_allgatherv, false, false, true},
       {OpType::reducescatterv, "ring", ring_reducescatterv},
-      {OpType::reducescatterv, "pairwise", pairwise_reducescatterv},
+      {OpType::reducescatterv, "pairwise", pairwise_reducescatterv, false, false, true},
       // ---- the rest of the collective set (end) ----
       // ---- shm-direct (begin) ----
       {OpType::allreduce, kDirectAlgorithm, direct_schedule, true},
@@ -129,6 +133,11 @@ bool runs_here(const std::string& algorithm, OpType op, const Reach& reach) {
 bool chosen_across_hosts_only(const std::string& algorithm, OpType op) {
   const Entry* e = find(algorithm, op);
   return e && e->across_hosts;
+}
+
+bool connects_every_pair(const std::string& algorithm, OpType op) {
+  const Entry* e = find(algorithm, op);
+  return e && e->every_pair;
 }
 
 bool uses_region(const std::string& algorithm, OpType op) {

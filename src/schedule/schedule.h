@@ -369,6 +369,9 @@ bool uses_region(const std::string& algorithm, OpType op);
 // and some host holds several (the leaders' ReduceScatter, AllGather and AllToAll); forced, it
 // runs anywhere.
 bool chosen_across_hosts_only(const std::string& algorithm, OpType op);
+// Whether `algorithm` connects every pair of ranks for `op` and has another algorithm beside it
+// (pairwise AllToAll, AllGatherv, ReduceScatterv): the tuner weighs the links' memory.
+bool connects_every_pair(const std::string& algorithm, OpType op);
 // Why not, for messages ("" when it does).
 std::string why_not_here(const std::string& algorithm, OpType op, const Reach& reach);
 // The algorithms of `op` that can run with this reach.

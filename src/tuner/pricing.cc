@@ -1,8 +1,13 @@
 #include "tuner/pricing.h"
 
+#include <algorithm>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
+#include <fmt/format.h>
+
+#include "transport/shm/shm_transport.h"
 #include "tuner/long_pipeline.h"
 #include "tuner/symmetric_forms.h"
 
@@ -18,6 +23,15 @@ bool some_host_shared(const LinkView& links, int nranks) {
     if (!seen.insert(links.host_of(r)).second) return true;
   }
   return false;
+}
+
+// The most ranks on one host (over shared memory unless TCP is forced for every pair).
+int most_ranks_sharing_memory(const LinkView& links, int nranks) {
+  if (links.force == LinkView::Force::tcp) return 1;
+  std::unordered_map<int, int> per_host;
+  int most = 0;
+  for (int r = 0; r < nranks; ++r) most = std::max(most, ++per_host[links.host_of(r)]);
+  return most;
 }
 
 }  // namespace
@@ -37,6 +51,15 @@ Prediction price(Pricing how, const std::string& name, const schedule::Collectiv
     Prediction p;
     p.why_not = name + " is for ranks on two hosts or more, several on one";
     return p;
+  }
+  if (schedule::connects_every_pair(name, desc.op)) {
+    const int most = most_ranks_sharing_memory(links, desc.nranks);
+    if (!transport::every_pair_fits(most, model.shm_ring_bytes)) {
+      Prediction p;
+      p.why_not = fmt::format("{} links every pair: {} ranks of a host would hold {} rings of {} KiB", name, most,
+                              static_cast<uint64_t>(most) * static_cast<uint64_t>(most - 1), model.shm_ring_bytes >> 10);
+      return p;
+    }
   }
   // Beyond 64 ranks the sample misses the slowest rank of the exchange and tree algorithms by
   // up to a few percent (tests/test_sim_fast.cc found 1.5-2% for binomial scatter at N = 128 with

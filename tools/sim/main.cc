@@ -23,6 +23,7 @@
 #include "comm/algo_choice.h"
 #include "core/errors.h"
 #include "core/op_traits.h"
+#include "transport/shm/shm_transport.h"
 #include "tuner/tuner.h"
 #include "plot_script.h"
 #include "units.h"
@@ -141,7 +142,7 @@ int main(int argc, char** argv) {
   app.add_option("--latency", a.latency, "per-message latency between hosts, e.g. 5us");
   app.add_option("--shm-bw", a.shm_bw, "shared-memory copy rate of a rank");
   app.add_option("--shm-latency", a.shm_latency, "per-message latency within a host");
-  app.add_option("--shm-ring", a.shm_ring, "a shared-memory link's ring (HOOP_SHM_RING_BYTES), e.g. 16M");
+  app.add_option("--shm-ring", a.shm_ring, "a shared-memory link's ring, e.g. 16M (default: HOOP_SHM_RING_BYTES, else what a host of these ranks gets)");
   app.add_option("--reduce-bw", a.reduce_bw, "reduction rate of a core, e.g. 10GB/s");
   app.add_option("--sustained", a.sustained,
                  "what a host's link sustains over a whole operation when it takes bursts at --link "
@@ -210,7 +211,10 @@ int main(int argc, char** argv) {
     if (!a.latency.empty()) model.tcp.alpha = duration_or_die(a.latency, "--latency");
     if (!a.shm_bw.empty()) model.shm.beta = model.shm.endpoint_beta = rate_or_die(a.shm_bw, "--shm-bw");
     if (!a.shm_latency.empty()) model.shm.alpha = duration_or_die(a.shm_latency, "--shm-latency");
-    if (!a.shm_ring.empty()) model.shm_ring_bytes = static_cast<size_t>(bytes_or_die(a.shm_ring, "--shm-ring", 1));
+    // The rings a job of these hosts would get (HOOP_SHM_RING_BYTES, else the default for a host
+    // of `per` ranks), not those of the job that wrote a --model file.
+    model.shm_ring_bytes = a.shm_ring.empty() ? transport::ring_bytes_for_host(std::min(per, a.ranks))
+                                              : static_cast<size_t>(bytes_or_die(a.shm_ring, "--shm-ring", 1));
     if (!a.reduce_bw.empty()) model.gamma = 1.0 / rate_or_die(a.reduce_bw, "--reduce-bw");
     if (!a.sustained.empty()) model.tcp.sustained = rate_or_die(a.sustained, "--sustained");
     if (!a.burst.empty()) model.tcp.burst = static_cast<double>(bytes_or_die(a.burst, "--burst"));

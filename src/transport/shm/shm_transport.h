@@ -46,6 +46,10 @@ struct ShmLinkParams {
 // error then, not a SIGBUS later), and exchange algorithms connect about log2(L) peers per
 // rank: with 4 MiB rings, recursive doubling on 512 ranks held 18 GiB of a 24 GiB machine.
 size_t ring_bytes_for_host(int ranks_on_host);
+// Whether every pair of a host's `ranks_on_host` ranks may hold a link with rings of
+// `ring_bytes` (L(L-1) rings): within 4 GiB. An algorithm that connects every pair (pairwise)
+// holds them; with 4 MiB rings that is up to 32 ranks, with 256 KiB rings up to 128.
+bool every_pair_fits(int ranks_on_host, size_t ring_bytes);
 
 // Blocks until the link is attached on this side (never waits for the peer to attach, only
 // for a peer that created the segment to finish initialising it), or throws at deadline.
