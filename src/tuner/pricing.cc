@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 
 #include <fmt/format.h>
@@ -15,19 +14,9 @@ namespace hoop::tuner {
 
 namespace {
 
-// Whether some host holds two ranks or more (with one rank per host, routing through each
-// host's leader is every rank exchanging with every rank at once).
-bool some_host_shared(const LinkView& links, int nranks) {
-  std::unordered_set<int> seen;
-  for (int r = 0; r < nranks; ++r) {
-    if (!seen.insert(links.host_of(r)).second) return true;
-  }
-  return false;
-}
-
-// The most ranks on one host (over shared memory unless TCP is forced for every pair).
-int most_ranks_sharing_memory(const LinkView& links, int nranks) {
-  if (links.force == LinkView::Force::tcp) return 1;
+// The most ranks on one host. Where it is 1, routing through each host's leader is every rank
+// exchanging with every rank at once; beyond, a host's ranks share memory (unless TCP is forced).
+int most_ranks_on_a_host(const LinkView& links, int nranks) {
   std::unordered_map<int, int> per_host;
   int most = 0;
   for (int r = 0; r < nranks; ++r) most = std::max(most, ++per_host[links.host_of(r)]);
@@ -47,13 +36,13 @@ Prediction price(Pricing how, const std::string& name, const schedule::Collectiv
     }
   }
   if (schedule::chosen_across_hosts_only(name, desc.op) &&
-      (links.reach(desc.nranks).one_host || !some_host_shared(links, desc.nranks))) {
+      (links.reach(desc.nranks).one_host || most_ranks_on_a_host(links, desc.nranks) < 2)) {
     Prediction p;
     p.why_not = name + " is for ranks on two hosts or more, several on one";
     return p;
   }
-  if (schedule::connects_every_pair(name, desc.op)) {
-    const int most = most_ranks_sharing_memory(links, desc.nranks);
+  if (schedule::connects_every_pair(name, desc.op) && links.force != LinkView::Force::tcp) {
+    const int most = most_ranks_on_a_host(links, desc.nranks);
     if (!transport::every_pair_fits(most, model.shm_ring_bytes)) {
       Prediction p;
       p.why_not = fmt::format("{} links every pair: {} ranks of a host would hold {} rings of {} KiB", name, most,
