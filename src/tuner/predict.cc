@@ -169,7 +169,9 @@ class Evaluator {
   // A host whose link sustains less than it takes in a burst (sustained_rate) moves the
   // whole operation's bytes at no more than that rate in each direction.
   // A step taking only messages sent at the start pays their latency once: the later ones
-  // travelled while the first was waited for. On a contended machine, the call's skew on top.
+  // travelled while the first was waited for. On a contended machine, the call's skew on top of
+  // the steps, inside the bound of the link: while ranks wait for late ones the link idles and
+  // its token bucket refills, so calls back to back stay held to the sustained rate only.
   double rank_seconds(int r) {
     RankInfo& ri = info(r);
     double t = 0, fill = 0;
@@ -180,7 +182,8 @@ class Evaluator {
       opening_waited = opening_waited || opening;
       fill = std::max(fill, lag(r, static_cast<int>(k)));
     }
-    return std::max(t + fill, sustained_seconds(r)) + (contended(r) ? call_skew(ri.uses_shm, ri.uses_tcp, m_) : 0);
+    const double skew = contended(r) ? call_skew(ri.uses_shm, ri.uses_tcp, m_) : 0;
+    return std::max(t + fill + skew, sustained_seconds(r));
   }
 
  private:

@@ -18,7 +18,8 @@
 //    37 us), beside about 93 us a call (fit_contended_step fits the hand-over and that skew
 //    to a ring and a recursive doubling AllReduce);
 //  - not a step's: on such a machine a call pays the skew (LinkCost::skew) of the classes its
-//    rank uses once (call_skew; added by predict.cc's rank_seconds and ring_phase's fold_rank).
+//    rank uses once (call_skew; added to the steps, inside the link's sustained bound, by
+//    predict.cc's rank_seconds and ring_phase's fold_rank).
 #pragma once
 
 #include <algorithm>
