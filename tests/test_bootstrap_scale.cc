@@ -28,6 +28,7 @@ using namespace std::chrono_literals;
 
 const std::string kHoopRun = HOOP_BIN_DIR "/hoop-run";
 const std::string kHoopStartup = HOOP_BIN_DIR "/hoop-startup";
+const std::string kHoopBench = HOOP_BIN_DIR "/hoop-bench";
 
 // The store's request count hoop-run prints with --store-stats.
 uint64_t served_requests(const std::string& err) {
@@ -78,20 +79,35 @@ ToolResult startup_job(int ranks, const std::vector<std::string>& env) {
   return r;
 }
 
+// A verified AllToAllv of hoop-bench under hoop-run on `ranks` ranks of this machine with the
+// defaults: pairwise, its only algorithm, links every pair of ranks.
+void alltoallv_job(int ranks) {
+  ToolProcess run({kHoopRun, "-n", std::to_string(ranks), "--timeout", "500", "--", kHoopBench, "alltoallv", "-b",
+                   "64K", "-e", "64K", "-n", "2", "-w", "1"});
+  const ToolResult r = run.finish(540s);
+  std::cout << r.out.substr(r.out.size() > 2000 ? r.out.size() - 2000 : 0);
+  EXPECT_EQ(r.exit_code, 0) << r.out.substr(r.out.size() > 2000 ? r.out.size() - 2000 : 0)
+                            << r.err.substr(r.err.size() > 4000 ? r.err.size() - 4000 : 0);
+  EXPECT_NE(r.out.find("pairwise"), std::string::npos) << r.out;
+}
+
 // 512 ranks on this machine start, run a verified AllReduce, Barrier and Broadcast and stop,
 // with a constant number of store requests each. The algorithms are schedules over lazy links
 // (a tree and the dissemination barrier: O(log N) links per rank), whose shared-memory rings
-// on a host of 512 ranks are 256 KiB by default (transport::ring_bytes_for_host), so that the
+// on a host of 512 ranks are 16 KiB by default (transport::ring_bytes_for_host), so that the
 // ranks' memory stays bounded (shm-direct's region has room for every rank and every rank maps
 // all of it: docs/BENCHMARKS.md, "Start-up at scale").
 //
 // Then the same job with every default: the tuner's own choices (on this machine recursive
 // doubling for the AllReduce, nine links per rank, and shm-direct), whatever they are, fit the
 // machine. With 4 MiB rings on every link, as before the default shrank on hosts of many ranks,
-// that AllReduce's rings alone took 18 GiB and the job was killed for want of memory. One test
-// for both jobs, so that they never run at once.
+// that AllReduce's rings alone took 18 GiB and the job was killed for want of memory. Then an
+// AllToAllv on 256 ranks: every pair linked, 256 x 255 rings within 4 GiB (512 KiB rings, the
+// default before they shrank with every pair in mind, would have taken 32 GiB). One test for
+// the three jobs, so that they never run at once.
 //
-// The sanitizer runs (HOOP_TEST_SCALE=small, set by `make test-asan`) start 256 and 128: an ASan
+// The sanitizer runs (HOOP_TEST_SCALE=small, set by `make test-asan`) start 256, 128 and 48
+// (1 MiB rings, 2.2 GiB of them): an ASan
 // rank takes about 3.5 times a release rank's memory (55 against 13-16 MiB resident; 84 MiB with
 // shm-direct's region mapped), and 512 of them use up a 24 GiB machine.
 TEST(BootstrapScale, FiveHundredTwelveRanksStartAndRun) {
@@ -104,6 +120,7 @@ TEST(BootstrapScale, FiveHundredTwelveRanksStartAndRun) {
   EXPECT_LE(requests, 13u * static_cast<uint64_t>(ranks) + 4) << "store requests per rank grew with N";
 
   startup_job(test::small_scale() ? 128 : 512, {});
+  alltoallv_job(test::small_scale() ? 48 : 256);
 }
 
 // The peers a rank's links lead to, from its statistics.

@@ -918,25 +918,32 @@ TEST(ShmLink, RefusesBadParameters) {
   EXPECT_THROW(connect(link_params("j", -1, 1)), Error);
 }
 
-// A host's rings stay within a budget however many ranks it runs: 4 MiB each on a few ranks,
-// halved as ranks x log2(ranks) grows, never below 256 KiB; a value the user set wins.
+// A host's rings stay within a budget however many ranks it runs, even with every pair
+// linked: 4 MiB each on a few ranks, halved as L(L-1) grows, never below 16 KiB; a value the
+// user set wins.
 TEST(ShmRingBytes, ShrinkOnHostsOfManyRanksUnlessSet) {
   test::ScopedEnv unset("HOOP_SHM_RING_BYTES", nullptr);
-  constexpr size_t kMiB = size_t{1} << 20;
+  constexpr size_t kKiB = 1024, kMiB = kKiB * kKiB;
+  constexpr uint64_t kBudget = uint64_t{4} << 30;
   EXPECT_EQ(ring_bytes_for_host(1), 4 * kMiB);
   EXPECT_EQ(ring_bytes_for_host(8), 4 * kMiB);
-  EXPECT_EQ(ring_bytes_for_host(42), 4 * kMiB);
-  EXPECT_EQ(ring_bytes_for_host(43), 2 * kMiB);
-  EXPECT_EQ(ring_bytes_for_host(128), 1 * kMiB);
-  EXPECT_EQ(ring_bytes_for_host(256), kMiB / 2);
-  EXPECT_EQ(ring_bytes_for_host(512), kMiB / 4);
-  EXPECT_EQ(ring_bytes_for_host(65536), kMiB / 4);
+  EXPECT_EQ(ring_bytes_for_host(32), 4 * kMiB);
+  EXPECT_EQ(ring_bytes_for_host(33), 2 * kMiB);
+  EXPECT_EQ(ring_bytes_for_host(64), 1 * kMiB);
+  EXPECT_EQ(ring_bytes_for_host(128), 256 * kKiB);
+  EXPECT_EQ(ring_bytes_for_host(256), 64 * kKiB);
+  EXPECT_EQ(ring_bytes_for_host(512), 16 * kKiB);
+  EXPECT_EQ(ring_bytes_for_host(65536), 16 * kKiB);
   for (int ranks = 2; ranks <= 4096; ++ranks) {
-    const uint64_t links = std::max(2, static_cast<int>(std::ceil(std::log2(ranks))));
+    const uint64_t pairs = static_cast<uint64_t>(ranks) * static_cast<uint64_t>(ranks - 1);
     const size_t ring = ring_bytes_for_host(ranks);
-    EXPECT_TRUE(ring == kMiB / 4 || ranks * links * ring <= (uint64_t{1} << 30)) << ranks << " ranks: " << ring;
+    EXPECT_EQ(every_pair_fits(ranks, ring), pairs * ring <= kBudget) << ranks << " ranks";
+    EXPECT_TRUE(ring == 16 * kKiB || pairs * ring <= kBudget) << ranks << " ranks: " << ring;
+    EXPECT_TRUE(ring == 4 * kMiB || pairs * ring * 2 > kBudget) << ranks << " ranks: " << ring << " is not the largest that fits";
     EXPECT_LE(ring, ring_bytes_for_host(ranks - 1)) << ranks << " ranks";
   }
+  EXPECT_TRUE(every_pair_fits(512, ring_bytes_for_host(512)));
+  EXPECT_FALSE(every_pair_fits(513, ring_bytes_for_host(513)));
   test::ScopedEnv set("HOOP_SHM_RING_BYTES", "8M");
   EXPECT_EQ(ring_bytes_for_host(512), 8 * kMiB);
   test::ScopedEnv same("HOOP_SHM_RING_BYTES", "4M");

@@ -59,7 +59,7 @@ constexpr std::array<Param, static_cast<size_t>(Id::count_)> kParams = {{
             "what it protects",
      .launcher = true, .hidden = true},
     {.id = Id::shm_ring_bytes, .name = "HOOP_SHM_RING_BYTES", .kind = K::size, .fallback = "4M",
-     .doc = "shared-memory ring per direction of a link; unset: 4M, halved down to 256K on hosts of more than 42 ranks (a host's rings within 1 GiB at log2(ranks) links per rank)", .max = int64_t{1} << 40},
+     .doc = "shared-memory ring per direction of a link; unset: 4M, halved down to 16K on hosts of more than 32 ranks (the rings of every pair of a host's ranks within 4 GiB)", .max = int64_t{1} << 40},
     {.id = Id::slice_bytes, .name = "HOOP_SLICE_BYTES", .kind = K::size, .fallback = "256K",
      .doc = "largest piece of a transfer handed to a link at once (at least 4K)"},
     {.id = Id::spin_us, .name = "HOOP_SPIN_US", .kind = K::integer, .fallback = "30",

@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <bit>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -82,22 +81,20 @@ size_t ring_capacity(size_t requested, const ErrorContext& ctx) {
 
 }  // namespace
 
-constexpr uint64_t kHostRingBudget = uint64_t{1} << 30;  // ring_bytes_for_host
+constexpr uint64_t kHostRingBudget = uint64_t{4} << 30;  // every pair's rings of a host
 
 size_t ring_bytes_for_host(int ranks_on_host) {
   if (params::origin(params::Id::shm_ring_bytes) != params::Origin::default_value)
     return params::bytes(params::Id::shm_ring_bytes);
-  constexpr size_t kSmallestDefaultRing = 256 * 1024;
-  const auto ranks = static_cast<uint64_t>(std::max(ranks_on_host, 1));
-  const uint64_t links = std::max<uint64_t>(2, std::bit_width(ranks - 1));  // ceil(log2 L)
+  constexpr size_t kSmallestDefaultRing = 16 * 1024;
   auto ring = static_cast<size_t>(params::bytes(params::Id::shm_ring_bytes));
-  while (ring > kSmallestDefaultRing && ranks * links * ring > kHostRingBudget) ring /= 2;
+  while (ring > kSmallestDefaultRing && !every_pair_fits(ranks_on_host, ring)) ring /= 2;
   return ring;
 }
 
 bool every_pair_fits(int ranks_on_host, size_t ring_bytes) {
   const auto ranks = static_cast<uint64_t>(std::max(ranks_on_host, 1));
-  return ranks * (ranks - 1) * ring_bytes <= 4 * kHostRingBudget;
+  return ranks * (ranks - 1) * ring_bytes <= kHostRingBudget;
 }
 
 namespace {

@@ -40,15 +40,17 @@ struct ShmLinkParams {
 };
 
 // The ring per direction of a link between two of a host's `ranks_on_host` ranks:
-// HOOP_SHM_RING_BYTES when set; else 4 MiB, halved (down to 256 KiB) while the host's L ranks
-// would hold more than 1 GiB of rings at max(2, ceil(log2 L)) links each (4 MiB up to 42 ranks,
-// 256 KiB from 257). A link's rings are reserved whole when it connects (a full /dev/shm is an
-// error then, not a SIGBUS later), and exchange algorithms connect about log2(L) peers per
-// rank: with 4 MiB rings, recursive doubling on 512 ranks held 18 GiB of a 24 GiB machine.
+// HOOP_SHM_RING_BYTES when set; else 4 MiB, halved (down to 16 KiB) while the rings of every
+// pair of the host's L ranks, L(L-1) of them, would pass 4 GiB (every_pair_fits): 4 MiB up to
+// 32 ranks, 1 MiB up to 64, 256 KiB up to 128, 64 KiB up to 256, 16 KiB up to 512 (every pair
+// fits no more from 513). A link's rings are reserved whole when it connects (a full /dev/shm
+// is an error then, not a SIGBUS later). Exchange algorithms connect about log2(L) peers per
+// rank, but AllToAllv's pairwise (its only algorithm) connects every pair: with 512 KiB rings
+// on 256 ranks its links would have held 32 GiB.
 size_t ring_bytes_for_host(int ranks_on_host);
 // Whether every pair of a host's `ranks_on_host` ranks may hold a link with rings of
 // `ring_bytes` (L(L-1) rings): within 4 GiB. An algorithm that connects every pair (pairwise)
-// holds them; with 4 MiB rings that is up to 32 ranks, with 256 KiB rings up to 128.
+// holds them; with 4 MiB rings that is up to 32 ranks, with the default rings up to 512.
 bool every_pair_fits(int ranks_on_host, size_t ring_bytes);
 
 // Blocks until the link is attached on this side (never waits for the peer to attach, only
