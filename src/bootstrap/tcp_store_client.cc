@@ -25,6 +25,7 @@
 #include "bootstrap/timed_store.h"
 #include "core/clock.h"
 #include "core/errors.h"
+#include "core/open_files.h"
 #include "core/log.h"
 #include "hoop/store.h"
 
@@ -53,6 +54,8 @@ int remaining_ms(TimePoint deadline) {
 // connected socket or -1 with *err set.
 int try_connect(const addrinfo* ai, TimePoint deadline, int* err) {
   int fd = ::socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+  if (fd < 0 && errno == EMFILE && raise_open_file_limit())
+    fd = ::socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
   if (fd < 0) {
     *err = errno;
     return -1;
@@ -116,9 +119,15 @@ int connect_with_retry(const std::string& host, uint16_t port, milliseconds time
           HOOP_TRACE("store client: connected to {} after {} attempt(s)", where, attempts);
           return fd;
         }
-        last_error = fmt::format("connect to {}: {} (errno {})",
+        last_error = fmt::format("connect to {}: {} (errno {}){}",
                                  SocketAddress::from(ai->ai_addr, ai->ai_addrlen).to_string(),
-                                 std::strerror(err), err);
+                                 std::strerror(err), err, open_file_limit_hint(err));
+        if (err == EMFILE) {
+          // At the hard limit: no later attempt gets a descriptor either.
+          ::freeaddrinfo(res);
+          throw_error(ErrorCode::init, fmt::format("cannot connect to the store at {}: {}", where, last_error),
+                      {.op = "store.connect"});
+        }
       }
       ::freeaddrinfo(res);
     }

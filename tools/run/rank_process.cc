@@ -8,9 +8,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
+
 #include <fmt/format.h>
 
 #include "core/errors.h"
+#include "core/open_files.h"
 
 namespace hoop::run {
 
@@ -31,7 +34,13 @@ bool is_executable_file(const std::string& path) {
 
 void make_pipe(UniqueFd& read_end, UniqueFd& write_end) {
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) throw_system_error(ErrorCode::internal, "pipe2", errno);
+  // A rank's output takes two pipes in hoop-run: a job of a few hundred ranks passes the usual
+  // soft limit of 1024 open files, which is then raised to the hard one.
+  if (::pipe2(fds, O_CLOEXEC) != 0 && !(errno == EMFILE && raise_open_file_limit() && ::pipe2(fds, O_CLOEXEC) == 0)) {
+    const int err = errno;
+    throw_error(ErrorCode::internal, fmt::format("cannot make a pipe for a rank's output: {}{}", std::strerror(err),
+                                                 open_file_limit_hint(err)));
+  }
   read_end.reset(fds[0]);
   write_end.reset(fds[1]);
 }

@@ -16,6 +16,12 @@ bool worth_retrying(int err) {
          err == ENOBUFS;
 }
 
+int open_stream_socket(int family) {
+  const int fd = ::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd >= 0 || errno != EMFILE || !raise_open_file_limit()) return fd;
+  return ::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+}
+
 ErrorContext context_of(const TcpLinkParams& p) {
   return ErrorContext{.rank = p.my_rank, .op = "tcp.connect", .seq = 0, .peer = p.peer_rank};
 }

@@ -7,6 +7,7 @@
 
 #include "core/clock.h"
 #include "core/errors.h"
+#include "core/open_files.h"
 #include "core/socket_address.h"
 #include "transport/tcp/handshake.h"
 #include "transport/tcp/tcp_transport.h"
@@ -21,6 +22,11 @@ struct Target {
 // Failures that a later attempt may not see: the peer not listening yet, a lost SYN, a route
 // or an address still coming up. Others (no IPv6 on this host...) will not go away.
 bool worth_retrying(int err);
+
+// A non-blocking TCP socket of `family` for a connect; where the process is out of
+// descriptors, raises its open-file limit (raise_open_file_limit) and tries once more. -1 with
+// errno set when there is none.
+int open_stream_socket(int family);
 // The pause after a round of failed attempts: doubling from the first to the largest.
 inline constexpr milliseconds kFirstBackoff{10};
 inline constexpr milliseconds kMaxBackoff{1000};

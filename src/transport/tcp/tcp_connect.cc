@@ -68,7 +68,7 @@ void check_not_given_up(const TcpLinkParams& p, TimePoint start, const char* wai
 
 // One non-blocking connect; returns the connected socket or an empty one with *err set.
 UniqueFd try_connect(const SocketAddress& addr, TimePoint until, int* err) {
-  UniqueFd fd(::socket(addr.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  UniqueFd fd(tcp::open_stream_socket(addr.family()));
   if (!fd) {
     *err = errno;
     return {};
@@ -113,7 +113,7 @@ UniqueFd connect_with_retry(const TcpLinkParams& p, const std::vector<Target>& t
         return fd;
       }
       retry |= worth_retrying(err);
-      last_failure = fmt::format("{}: {}", t.text, std::strerror(err));
+      last_failure = fmt::format("{}: {}{}", t.text, std::strerror(err), open_file_limit_hint(err));
       HOOP_TRACE("tcp: connect to rank {} at {} failed", p.peer_rank, last_failure);
       if (Clock::now() >= deadline) break;
     }

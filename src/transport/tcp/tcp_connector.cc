@@ -22,7 +22,7 @@ TcpConnector::TcpConnector(const TcpListener& listener, TcpLinkParams params)
 
 void TcpConnector::start_attempt() {
   const SocketAddress& addr = targets_[target_].address;
-  fd_.reset(::socket(addr.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  fd_.reset(tcp::open_stream_socket(addr.family()));
   if (!fd_) return attempt_failed(errno);
   tcp::set_buffer_sizes(fd_.get(), tcp::socket_buffer_bytes());
   done_ = 0;
@@ -46,8 +46,8 @@ void TcpConnector::attempt_failed(int err) {
   target_ = 0;
   if (!tcp::worth_retrying(err)) {
     throw_error(ErrorCode::transport,
-                fmt::format("cannot connect to rank {} at any of its addresses (last: {})",
-                            params_.peer_rank, std::strerror(err)),
+                fmt::format("cannot connect to rank {} at any of its addresses (last: {}{})",
+                            params_.peer_rank, std::strerror(err), open_file_limit_hint(err)),
                 tcp::context_of(params_));
   }
   retry_at_ = Clock::now() + backoff_;

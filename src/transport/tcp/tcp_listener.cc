@@ -17,6 +17,7 @@
 #include "core/params.h"
 #include "core/errors.h"
 #include "core/log.h"
+#include "core/open_files.h"
 #include "transport/tcp/connect_targets.h"
 #include "transport/shm/process_liveness.h"
 #include "transport/tcp/handshake.h"
@@ -37,6 +38,13 @@ using tcp::UniqueFd;
 namespace {
 
 constexpr int kListenBacklog = 1024;
+
+// accept4's errors that concern the one connection it was taking (accept(2): the pending
+// network errors of the new socket are passed on), after which the next may be taken.
+bool accept_may_retry(int err) {
+  return err == EINTR || err == ECONNABORTED || err == EPROTO || err == ENETDOWN || err == ENOPROTOOPT ||
+         err == EHOSTDOWN || err == ENONET || err == EHOSTUNREACH || err == EOPNOTSUPP || err == ENETUNREACH;
+}
 // Longest sleep of the thread driving the accept loop before it looks at the clock again.
 constexpr milliseconds kDriveSlice{100};
 
@@ -196,12 +204,17 @@ void TcpListener::Impl::accept_new_connections() {
     const int conn = ::accept4(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len,
                                SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (conn < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        // Out of descriptors or memory: leave the rest in the backlog for a later round.
-        HOOP_WARN("tcp: accept on port {} failed: {}", port, std::strerror(errno));
-      }
-      return;
+      const int err = errno;
+      if (err == EAGAIN || err == EWOULDBLOCK) return;
+      // The connection went away before it was taken, or its network did: try the next one.
+      if (accept_may_retry(err)) continue;
+      if (err == EMFILE && raise_open_file_limit()) continue;
+      // Out of descriptors (or memory): the connection stays in the backlog and the socket
+      // readable, so waiting for a later round would only spin. Every rank waiting for a
+      // connection gets this error.
+      throw_error(ErrorCode::transport, fmt::format("cannot accept a connection on port {}: {}{}", port,
+                                                    std::strerror(err), open_file_limit_hint(err)),
+                  ErrorContext{.op = "tcp.accept"});
     }
     PendingConn c;
     c.fd.reset(conn);
@@ -289,6 +302,21 @@ uint64_t TcpListener::job_key() const { return impl_->job_key; }
 uint64_t TcpListener::secret_key() const { return impl_->secret_key; }
 uint64_t TcpListener::rejected() const { return impl_->rejected.load(std::memory_order_relaxed); }
 
+namespace {
+
+// A round of the accept loop driven for `my_rank`, waiting for `peer`: the listener's own
+// errors (it serves every communicator of the process) take that rank's context.
+void drive_for(TcpListener::Impl& s, std::unique_lock<std::mutex>& lock, TimePoint until, int my_rank, int peer) {
+  try {
+    s.drive_round(lock, until);
+  } catch (const Error& e) {
+    if (e.rank() >= 0) throw;
+    throw_error(e.code(), e.detail(), ErrorContext{.rank = my_rank, .op = e.op(), .seq = 0, .peer = peer});
+  }
+}
+
+}  // namespace
+
 int TcpListener::accept_from(uint64_t comm_id, int peer, int my_rank, int channel,
                              TimePoint deadline, int peer_pid, const std::function<bool()>& gave_up) {
   Impl& s = *impl_;
@@ -324,7 +352,7 @@ int TcpListener::accept_from(uint64_t comm_id, int peer, int my_rank, int channe
       continue;
     }
     // This thread drives the accept loop for everyone; the others wait to be notified.
-    s.drive_round(lock, std::min(deadline, now + kDriveSlice));
+    drive_for(s, lock, std::min(deadline, now + kDriveSlice), my_rank, peer);
   }
 }
 
@@ -333,7 +361,7 @@ int TcpListener::try_accept(uint64_t comm_id, int peer, int my_rank, int channel
   const ConnKey key{comm_id, peer, my_rank, channel};
   std::unique_lock lock(s.mu);
   if (const int conn = s.claim(key); conn >= 0 || s.driving || !drive) return conn;
-  s.drive_round(lock, Clock::now());
+  drive_for(s, lock, Clock::now(), my_rank, peer);
   return s.claim(key);
 }
 
