@@ -121,7 +121,7 @@ int connect_with_retry(const std::string& host, uint16_t port, milliseconds time
         }
         last_error = fmt::format("connect to {}: {} (errno {}){}",
                                  SocketAddress::from(ai->ai_addr, ai->ai_addrlen).to_string(),
-                                 std::strerror(err), err, open_file_limit_hint(err));
+                                 std::strerror(err), err, out_of_descriptors_note(err));
         if (err == EMFILE) {
           // At the hard limit: no later attempt gets a descriptor either.
           ::freeaddrinfo(res);

@@ -39,7 +39,7 @@ void make_pipe(UniqueFd& read_end, UniqueFd& write_end) {
   if (::pipe2(fds, O_CLOEXEC) != 0 && !(errno == EMFILE && raise_open_file_limit() && ::pipe2(fds, O_CLOEXEC) == 0)) {
     const int err = errno;
     throw_error(ErrorCode::internal, fmt::format("cannot make a pipe for a rank's output: {}{}", std::strerror(err),
-                                                 open_file_limit_hint(err)));
+                                                 out_of_descriptors_note(err)));
   }
   read_end.reset(fds[0]);
   write_end.reset(fds[1]);

@@ -17,9 +17,12 @@ bool worth_retrying(int err) {
 }
 
 int open_stream_socket(int family) {
-  const int fd = ::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd >= 0 || errno != EMFILE || !raise_open_file_limit()) return fd;
-  return ::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  bool retry = true;
+  int fd = -1;
+  for (int attempt = 0; attempt < 2 && retry; ++attempt) {
+    fd = keep_link_descriptor(::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), &retry);
+  }
+  return fd;
 }
 
 ErrorContext context_of(const TcpLinkParams& p) {

@@ -23,9 +23,9 @@ struct Target {
 // or an address still coming up. Others (no IPv6 on this host...) will not go away.
 bool worth_retrying(int err);
 
-// A non-blocking TCP socket of `family` for a connect; where the process is out of
-// descriptors, raises its open-file limit (raise_open_file_limit) and tries once more. -1 with
-// errno set when there is none.
+// A non-blocking TCP socket of `family` for a connect, never among the soft limit's last
+// kLeftFree descriptors (keep_link_descriptor: the limit is raised to make room, and a call
+// that ran out tries once more). -1 with errno set (EMFILE where none is left to links).
 int open_stream_socket(int family);
 // The pause after a round of failed attempts: doubling from the first to the largest.
 inline constexpr milliseconds kFirstBackoff{10};

@@ -113,7 +113,7 @@ UniqueFd connect_with_retry(const TcpLinkParams& p, const std::vector<Target>& t
         return fd;
       }
       retry |= worth_retrying(err);
-      last_failure = fmt::format("{}: {}{}", t.text, std::strerror(err), open_file_limit_hint(err));
+      last_failure = fmt::format("{}: {}{}", t.text, std::strerror(err), out_of_descriptors_note(err));
       HOOP_TRACE("tcp: connect to rank {} at {} failed", p.peer_rank, last_failure);
       if (Clock::now() >= deadline) break;
     }

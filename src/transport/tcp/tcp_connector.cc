@@ -47,7 +47,7 @@ void TcpConnector::attempt_failed(int err) {
   if (!tcp::worth_retrying(err)) {
     throw_error(ErrorCode::transport,
                 fmt::format("cannot connect to rank {} at any of its addresses (last: {}{})",
-                            params_.peer_rank, std::strerror(err), open_file_limit_hint(err)),
+                            params_.peer_rank, std::strerror(err), out_of_descriptors_note(err)),
                 tcp::context_of(params_));
   }
   retry_at_ = Clock::now() + backoff_;

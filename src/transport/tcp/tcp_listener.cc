@@ -201,19 +201,23 @@ void TcpListener::Impl::accept_new_connections() {
   for (;;) {
     sockaddr_storage addr{};
     socklen_t len = sizeof addr;
-    const int conn = ::accept4(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len,
-                               SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int conn = ::accept4(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (conn < 0) {
       const int err = errno;
       if (err == EAGAIN || err == EWOULDBLOCK) return;
       // The connection went away before it was taken, or its network did: try the next one.
       if (accept_may_retry(err)) continue;
-      if (err == EMFILE && raise_open_file_limit()) continue;
-      // Out of descriptors (or memory): the connection stays in the backlog and the socket
+    }
+    bool retry = false;
+    conn = keep_link_descriptor(conn, &retry);
+    if (retry) continue;
+    if (conn < 0) {
+      // Out of descriptors (or memory): a connection left in the backlog keeps the socket
       // readable, so waiting for a later round would only spin. Every rank waiting for a
       // connection gets this error.
+      const int err = errno;
       throw_error(ErrorCode::transport, fmt::format("cannot accept a connection on port {}: {}{}", port,
-                                                    std::strerror(err), open_file_limit_hint(err)),
+                                                    std::strerror(err), out_of_descriptors_note(err)),
                   ErrorContext{.op = "tcp.accept"});
     }
     PendingConn c;
