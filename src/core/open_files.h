@@ -25,7 +25,7 @@ bool raise_open_file_limit();
 int keep_link_descriptor(int fd, bool* retry);
 
 // For errno `err` of a call that gives up: where it is EMFILE, " (this process may open N
-// files: raise `ulimit -n`)"; else "".
+// files, 16 of them left to other than links: raise `ulimit -n`)"; else "".
 std::string out_of_descriptors_note(int err);
 
 }  // namespace hoop
