@@ -293,11 +293,12 @@ TEST(TunerSelect, SmallReduceScatterOnRanksSharingAMachineGoesThroughTheRoot) {
 }
 
 // Pairwise links every pair of ranks: where a host's ranks would hold more rings than fit
-// (L(L-1) rings within 4 GiB: transport::every_pair_fits) the tuner passes it by, and picks
-// another algorithm; over TCP for every pair, or on hosts of fewer ranks, it stays.
+// (L(L-1) rings within 4 GiB: transport::every_pair_fits) at the ring a link gets before it
+// shrinks for a host of many ranks, the tuner passes it by, and picks another algorithm; over
+// TCP for every pair, or on hosts of fewer ranks, or with smaller rings asked for, it stays.
 TEST(TunerSelect, PairwiseIsPassedByWhereEveryPairsRingsWouldNotFit) {
   CostModel m = round_model();
-  m.shm_ring_bytes = size_t{4} << 20;
+  m.shm_ring_bytes = m.shm_ring_full_bytes = size_t{4} << 20;
   const auto hosts_of = [](int hosts, int per_host) {
     std::vector<std::string> ids;
     for (int h = 0; h < hosts; ++h) ids.insert(ids.end(), static_cast<size_t>(per_host), "host" + std::to_string(h));
@@ -317,10 +318,15 @@ TEST(TunerSelect, PairwiseIsPassedByWhereEveryPairsRingsWouldNotFit) {
             std::string::npos);
   EXPECT_TRUE(price_pairwise(crowded, LinkView::Force::tcp).why_not.empty());
   EXPECT_TRUE(price_pairwise(two, LinkView::Force::none).why_not.empty());
-  m.shm_ring_bytes = size_t{1} << 20;  // 64 x 63 rings of 1 MiB fit
+  // The default rings of a host of 64 ranks, shrunk from 4 MiB to 1 MiB so that AllToAllv's
+  // pairwise fits: pairwise AllToAll, which has others, is still passed by.
+  m.shm_ring_bytes = size_t{1} << 20;
+  EXPECT_NE(price_pairwise(crowded, LinkView::Force::none).why_not.find("pairwise links every pair: 64 ranks"),
+            std::string::npos);
+  m.shm_ring_full_bytes = size_t{1} << 20;  // 1 MiB asked for (HOOP_SHM_RING_BYTES): 64 x 63 rings fit
   EXPECT_TRUE(price_pairwise(crowded, LinkView::Force::none).why_not.empty());
 
-  m.shm_ring_bytes = size_t{4} << 20;
+  m.shm_ring_bytes = m.shm_ring_full_bytes = size_t{4} << 20;
   tuner::Tuner t(m, crowded, LinkView::Force::none);
   schedule::CollectiveDesc d;
   d.op = OpType::alltoall;
@@ -387,6 +393,7 @@ TEST(TunerModel, ACalibrationCacheFileLoadsAsItsModel) {
 TEST(TunerModel, JsonRoundTripIsExact) {
   CostModel m = round_model();
   m.shm_ring_bytes = 3 << 20;
+  m.shm_ring_full_bytes = 12 << 20;
   m.shm.beta = 1.0 / 3.0 * 1e10;
   m.gamma = 0.1 / 7;
   m.source = "measured";
@@ -396,6 +403,9 @@ TEST(TunerModel, JsonRoundTripIsExact) {
   EXPECT_EQ(back.tcp.alpha, m.tcp.alpha);
   EXPECT_EQ(back.slice_bytes, m.slice_bytes);
   EXPECT_EQ(back.shm_ring_bytes, m.shm_ring_bytes);
+  EXPECT_EQ(back.shm_ring_full_bytes, m.shm_ring_full_bytes);
+  // A model written before the full ring existed: its ring did not shrink.
+  EXPECT_EQ(tuner::model_from_json("{\"shm_ring_bytes\": 2097152}").shm_ring_full_bytes, size_t{2} << 20);
   EXPECT_EQ(back.source, "measured");
   EXPECT_THROW(tuner::model_from_json("{\"shm\": {\"alpha_s\": -1, \"beta_Bps\": 1}}"), Error);
   EXPECT_THROW(tuner::model_from_json("not json"), Error);

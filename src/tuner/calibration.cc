@@ -321,6 +321,7 @@ CostModel agree_on_model(Communicator& comm, Store& store, const std::string& ke
   if (comm.rank() == 0) {
     // The engine's knob, not a measurement: the rings of this job, whatever the cache says.
     model.shm_ring_bytes = transport::ring_bytes_for_host(comm.local_size());
+    model.shm_ring_full_bytes = transport::full_ring_bytes();
     store.set_string(model_key, to_json(model));
   }
   // Everyone, rank 0 included, uses the model as parsed from the same text.

@@ -71,6 +71,7 @@ std::string to_json(const CostModel& m) {
   j["overhead_fraction"] = m.overhead_fraction;
   j["slice_bytes"] = m.slice_bytes;
   j["shm_ring_bytes"] = m.shm_ring_bytes;
+  j["shm_ring_full_bytes"] = m.shm_ring_full_bytes;
   j["cores"] = m.cores;
   j["source"] = m.source;
   return j.dump();
@@ -101,6 +102,8 @@ CostModel model_from_json(const std::string& text) {
   if (j.contains("overhead_fraction")) m.overhead_fraction = positive(j, "overhead_fraction", "model");
   if (j.contains("slice_bytes")) m.slice_bytes = byte_count(j, "slice_bytes");
   if (j.contains("shm_ring_bytes")) m.shm_ring_bytes = byte_count(j, "shm_ring_bytes");
+  // Absent (a model written before it existed): the ring did not shrink.
+  m.shm_ring_full_bytes = j.contains("shm_ring_full_bytes") ? byte_count(j, "shm_ring_full_bytes") : m.shm_ring_bytes;
   if (j.contains("cores")) m.cores = static_cast<int>(positive(j, "cores", "model"));
   if (j.contains("source") && j.at("source").is_string()) m.source = j.at("source").get<std::string>();
   return m;

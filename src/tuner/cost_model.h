@@ -63,6 +63,11 @@ struct CostModel {
   int cores = 0;
   size_t slice_bytes = 256 * 1024;  // the engine's pipelining slice (forwarding lag per hop)
   size_t shm_ring_bytes = 4 * 1024 * 1024;  // a shared-memory link's ring (HOOP_SHM_RING_BYTES's default)
+  // The ring before it shrinks on a host of many ranks (transport::ring_bytes_for_host):
+  // HOOP_SHM_RING_BYTES's value, 4 MiB unset. The rings shrink so that every pair of the host's
+  // ranks fits, for AllToAllv, whose only algorithm links every pair; where the others have one
+  // that does not, the tuner takes it where every pair would not fit at this size (pricing.cc).
+  size_t shm_ring_full_bytes = 4 * 1024 * 1024;
   std::string source = "defaults";  // "defaults", "measured", "cache <path>", "file <path>"
 
   const LinkCost& link(LinkClass c) const { return c == LinkClass::shm ? shm : tcp; }

@@ -43,10 +43,13 @@ Prediction price(Pricing how, const std::string& name, const schedule::Collectiv
   }
   if (schedule::connects_every_pair(name, desc.op) && links.force != LinkView::Force::tcp) {
     const int most = most_ranks_on_a_host(links, desc.nranks);
-    if (!transport::every_pair_fits(most, model.shm_ring_bytes)) {
+    // At the ring a link gets before it shrinks for every pair to fit (CostModel::shm_ring_full_bytes):
+    // rings shrunk so that every pair fits still hold up to 4 GiB, which another algorithm does not need.
+    if (!transport::every_pair_fits(most, model.shm_ring_full_bytes)) {
       Prediction p;
       p.why_not = fmt::format("{} links every pair: {} ranks of a host would hold {} rings of {} KiB", name, most,
-                              static_cast<uint64_t>(most) * static_cast<uint64_t>(most - 1), model.shm_ring_bytes >> 10);
+                              static_cast<uint64_t>(most) * static_cast<uint64_t>(most - 1),
+                              model.shm_ring_full_bytes >> 10);
       return p;
     }
   }

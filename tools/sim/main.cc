@@ -215,6 +215,8 @@ int main(int argc, char** argv) {
     // of `per` ranks), not those of the job that wrote a --model file.
     model.shm_ring_bytes = a.shm_ring.empty() ? transport::ring_bytes_for_host(std::min(per, a.ranks))
                                               : static_cast<size_t>(bytes_or_die(a.shm_ring, "--shm-ring", 1));
+    model.shm_ring_full_bytes =
+        a.shm_ring.empty() ? transport::full_ring_bytes() : model.shm_ring_bytes;
     if (!a.reduce_bw.empty()) model.gamma = 1.0 / rate_or_die(a.reduce_bw, "--reduce-bw");
     if (!a.sustained.empty()) model.tcp.sustained = rate_or_die(a.sustained, "--sustained");
     if (!a.burst.empty()) model.tcp.burst = static_cast<double>(bytes_or_die(a.burst, "--burst"));

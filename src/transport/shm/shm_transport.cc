@@ -84,13 +84,14 @@ size_t ring_capacity(size_t requested, const ErrorContext& ctx) {
 constexpr uint64_t kHostRingBudget = uint64_t{4} << 30;  // every pair's rings of a host
 
 size_t ring_bytes_for_host(int ranks_on_host) {
-  if (params::origin(params::Id::shm_ring_bytes) != params::Origin::default_value)
-    return params::bytes(params::Id::shm_ring_bytes);
+  if (params::origin(params::Id::shm_ring_bytes) != params::Origin::default_value) return full_ring_bytes();
   constexpr size_t kSmallestDefaultRing = 16 * 1024;
-  auto ring = static_cast<size_t>(params::bytes(params::Id::shm_ring_bytes));
+  size_t ring = full_ring_bytes();
   while (ring > kSmallestDefaultRing && !every_pair_fits(ranks_on_host, ring)) ring /= 2;
   return ring;
 }
+
+size_t full_ring_bytes() { return static_cast<size_t>(params::bytes(params::Id::shm_ring_bytes)); }
 
 bool every_pair_fits(int ranks_on_host, size_t ring_bytes) {
   const auto ranks = static_cast<uint64_t>(std::max(ranks_on_host, 1));

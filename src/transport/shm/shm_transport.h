@@ -48,9 +48,13 @@ struct ShmLinkParams {
 // rank, but AllToAllv's pairwise (its only algorithm) connects every pair: with 512 KiB rings
 // on 256 ranks its links would have held 32 GiB.
 size_t ring_bytes_for_host(int ranks_on_host);
+// A link's ring before it shrinks on a host of many ranks: HOOP_SHM_RING_BYTES's value, 4 MiB
+// unset (where the tuner weighs the algorithms that link every pair: CostModel::shm_ring_full_bytes).
+size_t full_ring_bytes();
 // Whether every pair of a host's `ranks_on_host` ranks may hold a link with rings of
 // `ring_bytes` (L(L-1) rings): within 4 GiB. An algorithm that connects every pair (pairwise)
-// holds them; with 4 MiB rings that is up to 32 ranks, with the default rings up to 512.
+// holds them; with 4 MiB rings that is up to 32 ranks, with the default rings up to 512 (the
+// tuner weighs the others' pairwise at full_ring_bytes: pricing.cc).
 bool every_pair_fits(int ranks_on_host, size_t ring_bytes);
 
 // Blocks until the link is attached on this side (never waits for the peer to attach, only
