@@ -183,7 +183,7 @@ class Evaluator {
       fill = std::max(fill, lag(r, static_cast<int>(k)));
     }
     const double skew = contended(r) ? call_skew(ri.uses_shm, ri.uses_tcp, m_) : 0;
-    return std::max(t + fill + skew, sustained_seconds(r));
+    return call_seconds(t + fill, skew, sustained_seconds(r));
   }
 
  private:

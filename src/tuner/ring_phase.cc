@@ -18,10 +18,9 @@ struct FormConn {
 }  // namespace
 
 void fold_rank(const RankTotals& t, int rank, Prediction& pred, const CostModel& m) {
-  // The skew inside the link's bound, as in the full walk (predict.cc's rank_seconds).
-  const double stepped = t.seconds + t.skew;
-  const double seconds =
-      m.tcp.sustained > 0 ? std::max(stepped, std::max(t.host_tcp_out, t.host_tcp_in) / m.tcp.sustained) : stepped;
+  const double sustained_bound =
+      m.tcp.sustained > 0 ? std::max(t.host_tcp_out, t.host_tcp_in) / m.tcp.sustained : 0;
+  const double seconds = call_seconds(t.seconds, t.skew, sustained_bound);
   if (pred.critical_rank < 0 || seconds > pred.seconds) {
     pred.seconds = seconds;
     pred.critical_rank = rank;

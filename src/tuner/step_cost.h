@@ -18,8 +18,8 @@
 //    37 us), beside about 93 us a call (fit_contended_step fits the hand-over and that skew
 //    to a ring and a recursive doubling AllReduce);
 //  - not a step's: on such a machine a call pays the skew (LinkCost::skew) of the classes its
-//    rank uses once (call_skew; added to the steps, inside the link's sustained bound, by
-//    predict.cc's rank_seconds and ring_phase's fold_rank).
+//    rank uses once (call_skew; call_seconds adds it to the steps, inside the link's sustained
+//    bound, for predict.cc's rank_seconds and ring_phase's fold_rank).
 #pragma once
 
 #include <algorithm>
@@ -95,6 +95,13 @@ inline double contended_price(double price, double machine_demand, double handof
 // The skew a call of a contended rank pays once, over the classes of link it uses.
 inline double call_skew(bool uses_shm, bool uses_tcp, const CostModel& m) {
   return std::max(uses_shm ? m.shm.skew : 0.0, uses_tcp ? m.tcp.skew : 0.0);
+}
+
+// A rank's time of a call: its steps and the call's skew, or what its host's link sustains
+// over the call's bytes (`sustained_bound`, 0: none), whichever is longer. While ranks wait for
+// late ones the link idles and its token bucket refills: the skew is not added to the bound.
+inline double call_seconds(double steps, double skew, double sustained_bound) {
+  return std::max(steps + skew, sustained_bound);
 }
 
 // Whether any connection of the step is over tcp (then the host's share is needed).

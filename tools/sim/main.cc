@@ -213,10 +213,12 @@ int main(int argc, char** argv) {
     if (!a.shm_latency.empty()) model.shm.alpha = duration_or_die(a.shm_latency, "--shm-latency");
     // The rings a job of these hosts would get (HOOP_SHM_RING_BYTES, else the default for a host
     // of `per` ranks), not those of the job that wrote a --model file.
-    model.shm_ring_bytes = a.shm_ring.empty() ? transport::ring_bytes_for_host(std::min(per, a.ranks))
-                                              : static_cast<size_t>(bytes_or_die(a.shm_ring, "--shm-ring", 1));
-    model.shm_ring_full_bytes =
-        a.shm_ring.empty() ? transport::full_ring_bytes() : model.shm_ring_bytes;
+    if (a.shm_ring.empty()) {
+      model.shm_ring_bytes = transport::ring_bytes_for_host(std::min(per, a.ranks));
+      model.shm_ring_full_bytes = transport::full_ring_bytes();
+    } else {
+      model.shm_ring_bytes = model.shm_ring_full_bytes = static_cast<size_t>(bytes_or_die(a.shm_ring, "--shm-ring", 1));
+    }
     if (!a.reduce_bw.empty()) model.gamma = 1.0 / rate_or_die(a.reduce_bw, "--reduce-bw");
     if (!a.sustained.empty()) model.tcp.sustained = rate_or_die(a.sustained, "--sustained");
     if (!a.burst.empty()) model.tcp.burst = static_cast<double>(bytes_or_die(a.burst, "--burst"));
