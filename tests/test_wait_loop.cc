@@ -116,23 +116,26 @@ TEST(WaitLoop, AWaitPastItsOwnTimeoutSaysSoEvenWhenTheCommunicatorFailedElsewher
   }
 }
 
-TEST(EngineConfig, OnAMachineOfFewerCoresTcpWaitsSpinAndSharedMemoryWaitsDoNot) {
+TEST(EngineConfig, OnAMachineOfFewerCoresLinkWaitsSpinAndRegionWaitsDoNot) {
   test::ScopedEnv unset("HOOP_SPIN_US", nullptr);
   const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
   const EngineConfig shared = config_from_env(static_cast<int>(cores) + 1);
   EXPECT_TRUE(shared.yield_while_spinning);
-  EXPECT_EQ(shared.spin, 0us);
+  EXPECT_EQ(shared.spin, std::chrono::microseconds(kOversubscribedLinkSpinUs));
   EXPECT_EQ(shared.network_spin, std::chrono::microseconds(kOversubscribedNetworkSpinUs));
+  EXPECT_EQ(shared.region_spin, 0us);
 
   const EngineConfig own = config_from_env(1);
   EXPECT_FALSE(own.yield_while_spinning);
   EXPECT_EQ(own.spin, 30us);
   EXPECT_EQ(own.network_spin, 30us);
+  EXPECT_EQ(own.region_spin, 30us);
 
   test::ScopedEnv set("HOOP_SPIN_US", "7");
   const EngineConfig told = config_from_env(static_cast<int>(cores) + 1);
   EXPECT_EQ(told.spin, 7us);
   EXPECT_EQ(told.network_spin, 7us);
+  EXPECT_EQ(told.region_spin, 7us);
 }
 
 }  // namespace

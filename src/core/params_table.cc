@@ -63,7 +63,7 @@ constexpr std::array<Param, static_cast<size_t>(Id::count_)> kParams = {{
     {.id = Id::slice_bytes, .name = "HOOP_SLICE_BYTES", .kind = K::size, .fallback = "256K",
      .doc = "largest piece of a transfer handed to a link at once (at least 4K)"},
     {.id = Id::spin_us, .name = "HOOP_SPIN_US", .kind = K::integer, .fallback = "30",
-     .doc = "microseconds a wait busy-polls before it sleeps; unset: 30; where this machine runs more ranks than it has cores, 1000 on a TCP link (yielding the core between looks) and 0 on shared memory", .min = 0, .max = kBillion},
+     .doc = "microseconds a wait busy-polls before it sleeps; unset: 30; where this machine runs more ranks than it has cores (yielding the core between looks), 1000 on a TCP link, 20 on a shared-memory link and 0 on a flag in the shared region", .min = 0, .max = kBillion},
     {.id = Id::kernel_isa, .name = "HOOP_KERNEL_ISA", .kind = K::choice, .fallback = "",
      .doc = "cap the reduction kernels' instruction set; unset: the widest this CPU has",
      .choices = "scalar|sse2|avx2|avx512", .on_bad = OnBad::warn},

@@ -31,18 +31,26 @@ EngineConfig config_from_env(int machine_ranks) {
   EngineConfig cfg;
   cfg.slice_bytes = std::max<uint64_t>(params::bytes(params::Id::slice_bytes), 4096);
   const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
-  // With more ranks than cores a waiting rank yields the core while it spins, and does not
-  // spin at all on shared memory: a peer it waits for there is doing the work (a copy, a
-  // reduction) and needs the core. A wait on a TCP link spins for longer (1 ms) before it
-  // sleeps: a sleeper is woken by the kernel when the packet lands, one rank after the other,
-  // while a rank that yields is back as soon as the others on its core yield or block. On the
-  // lab's 8 ranks over 2 cores, 1-16 KiB AllReduces took 1.2-3.4x longer sleeping at once.
+  // With more ranks than cores a waiting rank yields the core while it spins. A wait on a peer's
+  // flag in the shared region does not spin at all: the peers it waits for are doing the work
+  // (copies, reductions) and need the cores. A wait on a link spins before it sleeps, yielding:
+  // a link's transfers chain the ranks one after the other (a pipelined chain or ring), and a
+  // rank that went to sleep at each hop waits for the scheduler to wake it. On 8 ranks over 2
+  // cores, a 16-256 KiB chain Reduce took 3-8x longer sleeping at once, its median swinging
+  // from 4 to 100 us between runs. On TCP the spin is longer (1 ms): a sleeper is woken by the
+  // kernel when the packet lands, one rank after the other, while a rank that yields is back as
+  // soon as the others on its core yield or block; on the lab's 8 ranks over 2 cores, 1-16 KiB
+  // AllReduces took 1.2-3.4x longer sleeping at once.
   const bool oversubscribed = cores > 0 && machine_ranks > cores;
   cfg.yield_while_spinning = oversubscribed;
   const auto spin_us = params::integer_if_set(params::Id::spin_us);
   const int64_t fallback = params::integer(params::Id::spin_us);
-  cfg.spin = std::chrono::microseconds(spin_us ? *spin_us : oversubscribed ? 0 : fallback);
-  cfg.network_spin = std::chrono::microseconds(spin_us ? *spin_us : oversubscribed ? kOversubscribedNetworkSpinUs : fallback);
+  const auto spin = [&](int64_t oversubscribed_us) {
+    return std::chrono::microseconds(spin_us ? *spin_us : oversubscribed ? oversubscribed_us : fallback);
+  };
+  cfg.spin = spin(kOversubscribedLinkSpinUs);
+  cfg.network_spin = spin(kOversubscribedNetworkSpinUs);
+  cfg.region_spin = spin(0);
   return cfg;
 }
 

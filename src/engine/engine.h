@@ -71,14 +71,17 @@ struct PeerCounters {
 
 struct EngineConfig {
   size_t slice_bytes = 256 * 1024;  // largest piece handed to a link at once
-  std::chrono::microseconds spin{30};  // busy-poll this long before sleeping
+  std::chrono::microseconds spin{30};  // busy-poll this long before sleeping: a wait on a shared-memory link
   std::chrono::microseconds network_spin{30};  // the same, a wait on a TCP link
+  std::chrono::microseconds region_spin{30};   // the same, a wait on a peer's flag in the shared region
   bool yield_while_spinning = false;   // oversubscribed: give the core away while polling
 };
 
-// HOOP_SPIN_US's default for a wait on a TCP link where the ranks running on a machine
-// outnumber its cores (they yield while they spin there; on shared memory they do not spin).
+// HOOP_SPIN_US's defaults where the ranks running on a machine outnumber its cores (they yield
+// while they spin there): a wait on a TCP link, and one on a shared-memory link. A wait on a
+// peer's flag in the shared region does not spin there.
 inline constexpr int64_t kOversubscribedNetworkSpinUs = 1000;
+inline constexpr int64_t kOversubscribedLinkSpinUs = 20;
 
 // One round of busy-waiting: yields the core when oversubscribed, else a few pause instructions.
 void spin_once(const EngineConfig& cfg);

@@ -90,7 +90,7 @@ class RegionRun {
       return ready;
     }
     bool done() const { return ready; }
-    nanoseconds spin(const EngineConfig& cfg) const { return cfg.spin; }
+    nanoseconds spin(const EngineConfig& cfg) const { return cfg.region_spin; }
     bool spin_yields() { return run.port_.shares_cpu_with(peer); }
     void check_health() {
       if (run.port_.poisoned()) run.port_.region().raise_poisoned(run.ctx(-1));

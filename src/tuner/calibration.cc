@@ -46,7 +46,7 @@ constexpr int kTurnTrips = 3;
 
 // The cache's layout and what it measures; a cache of another format is measured again (one
 // written before the processor figures or the burst existed would leave them unmeasured).
-constexpr int kCacheFormat = 6;  // 6: waits on TCP links spin, yielding, where ranks outnumber cores
+constexpr int kCacheFormat = 7;  // 7: waits on shared-memory links spin, yielding, where ranks outnumber cores
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
