@@ -1,6 +1,7 @@
 // The cost model's processor part: ranks that share a machine's cores (more of them than cores)
 // pay the machine's processor time per step, a receive from a peer heard from before, an
-// exchange and a forwarded chunk a hand-over per rank of a core, a call its skew once; a link
+// exchange, a forwarded chunk and a wait on a peer's flag in the shared region a hand-over per
+// rank of a core, a call its skew once; a link
 // that takes bursts faster than it sustains holds an operation's bytes to its sustained rate,
 // directions taking turns regain only its burst, and a forwarded slice beyond the burst goes at
 // the sustained rate; the calibration's arithmetic and fit; and the symmetric forms against
@@ -333,6 +334,32 @@ TEST(TunerContention, CalibrationRoundsGiveTheThreeFigures) {
   tuner::LinkCost untouched;
   EXPECT_FALSE(tuner::processor_costs_from_rounds(round(8, 8), round(1, 8), round(8, 4096), 8, 4096, untouched));
   EXPECT_EQ(untouched.cpu, 0);
+}
+
+// shm-direct's steps wait on a peer's flag in the shared region: on a contended machine that
+// peer must have run since, as for a chained receive, so such a step pays a hand-over per rank
+// of a core; a step of the rank's own work alone (publishing) does not.
+TEST(TunerContention, AWaitOnAPeersFlagPaysAHandOverPerRankOfACore) {
+  schedule::Topology topo;
+  topo.host_of_rank = {0, 0, 0, 0};
+  const std::vector<int> one_machine(4, 0);
+  const LinkView links{&topo, LinkView::Force::none, &one_machine};
+  std::vector<RankSchedule> ranks(4);
+  for (int r = 0; r < 4; ++r) {
+    auto& steps = ranks[static_cast<size_t>(r)].steps;
+    steps.push_back({{schedule::publish()}});
+    steps.push_back({{schedule::wait_flag((r + 1) % 4, 1)}});
+    steps.push_back({{schedule::wait_flag((r + 3) % 4, 2)}});
+  }
+  CostModel m = round_model(2);
+  m.shm.handoff = 0;
+  const double without = tuner::predict_schedules(ranks, 4, links, m).seconds;
+  m.shm.handoff = 2e-6;
+  // Two steps wait on a flag, two ranks a core: 2 x 2 x 2 us.
+  EXPECT_NEAR(tuner::predict_schedules(ranks, 4, links, m).seconds - without, 8e-6, 1e-12);
+  // Cores enough for every rank: no hand-over.
+  EXPECT_NEAR(tuner::predict_schedules(ranks, 4, links, round_model(4)).seconds,
+              tuner::predict_schedules(ranks, 4, links, [&] { CostModel u = round_model(4); u.shm.handoff = 2e-6; return u; }()).seconds, 1e-12);
 }
 
 // The ring's and the hierarchical forms price ranks sharing a machine as the walk does, within 1%.

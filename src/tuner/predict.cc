@@ -69,6 +69,7 @@ struct StepTotals {
   double local_seconds = 0;  // reductions and copies
   double tcp_out = 0, tcp_in = 0;
   double copied_bytes = 0;  // bytes the rank copies itself into or out of a link (sends, plain receives)
+  bool waits_on_peer_flag = false;  // waits on a peer's flag in the shared region (to read, reduce or go on)
 };
 
 uint64_t conn_key(int peer, int channel, bool out) {
@@ -270,6 +271,7 @@ class Evaluator {
         }
         if (cls == LinkClass::tcp) (out ? sp.tcp_out : sp.tcp_in) += b;
       }
+      sp.waits_on_peer_flag = synced;
       ri.conn_begin.push_back(static_cast<uint32_t>(ri.conns.size()));
       ri.recv_begin.push_back(static_cast<uint32_t>(ri.recvs.size()));
       index_relays(r, sched.steps[k].actions, ordinal, static_cast<int>(k), ri);
@@ -356,8 +358,10 @@ class Evaluator {
     const double price = step_price(conns, host.first, host.second, sp.local_seconds, m_, latency_paid);
     auto machine = machines_.find(links_.machine_of(r));
     if (machine == machines_.end()) return price;
-    return contended_price(price, machine_demand(machine->second, k), chained_handoff(r, k),
-                           machine->second.contention);
+    // A step that waits on a peer's flag in the shared region waits for that peer to have run
+    // since the step before, as a chained receive does: a hand-over per rank of a core.
+    const double handoff = std::max(chained_handoff(r, k), sp.waits_on_peer_flag ? m_.shm.handoff : 0.0);
+    return contended_price(price, machine_demand(machine->second, k), handoff, machine->second.contention);
   }
 
   bool contended(int r) const { return machines_.contains(links_.machine_of(r)); }
