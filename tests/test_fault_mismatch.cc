@@ -3,6 +3,7 @@
 // same cases under HOOP_CHECK=1, which compares each call's signature across ranks before it
 // runs. Every rank must end with an error (never wrong data, never a hang past the timeout),
 // and at least one must show both sides' values.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -155,9 +156,21 @@ std::vector<Case> cases() {
          c.allreduce(v.data(), v.data(), n, DataType::f32, RedOp::sum);
        },
        {"4000", "5000"}},
+      // The counts may choose different algorithms (here forced): the rank over links and
+      // those over the shared region compare the calls each declared.
+      {"one_of_four_count_other_path", 4,
+       [](Communicator& c, int r) {
+         const size_t n = r == 1 ? 5000 : 4000;
+         auto v = ones(n);
+         OpOptions o;
+         o.algo = r == 1 ? "ring" : "shm-direct";
+         c.allreduce(v.data(), v.data(), n, DataType::f32, RedOp::sum, o);
+       },
+       {"4000", "5000"}},
   };
   // Under HOOP_CHECK=1 the same cases, and those only the signature check can see at the call:
-  // two roots of a reduce (both wait to receive: without the check, a timeout), a broadcast
+  // two roots of a reduce (both wait to receive: without the check, a timeout between hosts; on
+  // one host the declared calls tell, see MismatchGapsUnchecked below), a broadcast
   // whose roots differ between all four ranks.
   const size_t plain = out.size();
   for (size_t i = 0; i < plain; ++i) {
@@ -186,11 +199,13 @@ INSTANTIATE_TEST_SUITE_P(Faults, MismatchGaps, ::testing::ValuesIn(cases()),
                            return std::string(p.param.name) + (p.param.check ? "_checked" : "");
                          });
 
-// Without HOOP_CHECK, a reduce whose ranks name different roots along the ring's chain is
-// bounded by the timeout: every rank waits to receive, nobody sends. The error names the op,
-// its sequence and the rank. (shm-direct, where every rank announces its call, reports it as a
-// mismatch at once: see the ShmDirect tests.)
-TEST(MismatchGapsUnchecked, ReduceWithTwoRootsTimesOutNamingOpAndPeer) {
+// Without HOOP_CHECK, a reduce whose ranks name different roots along the ring's chain waits:
+// every rank waits to receive, nobody sends. Between hosts (TCP alone) that is bounded by the
+// timeout, whose error names the op, its sequence and the peer. On one host every rank declares
+// its call in the shared region (open since the barrier, which went through it), and the wait
+// compares the peer's: a mismatch naming both roots, well before the timeout.
+std::vector<std::string> reduce_with_two_roots(const SpawnOptions& opts) {
+  std::vector<std::string> errors;
   auto results = run_ranks(2, [](RankContext& ctx) {
     CommOptions copts;
     copts.timeout = 1500ms;
@@ -203,13 +218,37 @@ TEST(MismatchGapsUnchecked, ReduceWithTwoRootsTimesOutNamingOpAndPeer) {
       comm->reduce(v.data(), v.data(), 1000, DataType::f32, RedOp::sum, ctx.rank, o);
       ADD_FAILURE() << "a reduce with two roots finished";
     } catch (const Error& e) {
-      ctx.report(e.what());
-      EXPECT_TRUE(e.code() == ErrorCode::timeout || e.code() == ErrorCode::peer_failure) << e.what();
+      const char* code = e.code() == ErrorCode::mismatch       ? "mismatch"
+                         : e.code() == ErrorCode::timeout      ? "timeout"
+                         : e.code() == ErrorCode::peer_failure ? "peer_failure"
+                                                               : "other";
+      ctx.report(fmt::format("{} {}", code, e.what()));
       EXPECT_NE(std::string(e.what()).find("reduce #2"), std::string::npos) << e.what();
       EXPECT_EQ(e.peer(), 1 - ctx.rank) << e.what();
     }
-  });
+  }, opts);
   EXPECT_TRUE(all_ok(results));
+  for (const auto& r : results)
+    for (const auto& line : r.reports) errors.push_back(line);
+  return errors;
+}
+
+TEST(MismatchGapsUnchecked, ReduceWithTwoRootsBetweenHostsTimesOutNamingOpAndPeer) {
+  SpawnOptions tcp;
+  tcp.env = {{"HOOP_TRANSPORT", "tcp"}};
+  for (const std::string& e : reduce_with_two_roots(tcp)) {
+    EXPECT_TRUE(e.rfind("timeout ", 0) == 0 || e.rfind("peer_failure ", 0) == 0) << e;
+  }
+}
+
+TEST(MismatchGapsUnchecked, ReduceWithTwoRootsOnOneHostIsAMismatchNamingBothRoots) {
+  bool shown = false;
+  for (const std::string& e : reduce_with_two_roots(SpawnOptions{})) {
+    EXPECT_TRUE(e.rfind("mismatch ", 0) == 0 || e.rfind("peer_failure ", 0) == 0) << e;
+    shown |= e.rfind("mismatch ", 0) == 0 && e.find("root 0") != std::string::npos &&
+             e.find("root 1") != std::string::npos;
+  }
+  EXPECT_TRUE(shown) << "no rank named both roots";
 }
 
 }  // namespace

@@ -86,6 +86,7 @@ CommImpl::CommImpl(std::shared_ptr<JobContext> job, uint64_t comm_id, int rank,
   engine_.set_region_getter([this](std::chrono::milliseconds timeout) -> transport::shm::RegionPort& {
     return region_ ? *region_ : region(Clock::now() + timeout);
   });
+  engine_.set_open_region([this] { return region_.get(); });
 }
 
 CommImpl::~CommImpl() {

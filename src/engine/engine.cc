@@ -18,6 +18,7 @@
 #include "engine/wait_loop.h"
 #include "kernels/reduce.h"
 #include "transport/frame.h"
+#include "transport/shm/region_port.h"
 
 namespace hoop::engine {
 
@@ -96,10 +97,11 @@ class Run {
   Run(const Engine::LinkGetter& get_link, transport::Waiter& waiter, const std::atomic<bool>& abort,
       const EngineConfig& cfg, const schedule::RankSchedule& sched, DataType elem, int nranks,
       const Buffers& bufs, const OpIdentity& id, std::chrono::milliseconds stall_timeout,
-      std::vector<PeerCounters>& counters, const Engine::FailureProbe& failure_probe)
+      std::vector<PeerCounters>& counters, const Engine::FailureProbe& failure_probe,
+      transport::shm::RegionPort* board)
       : get_link_(get_link), waiter_(waiter), abort_(abort), cfg_(cfg), sched_(sched), elem_(elem),
         esize_(dtype_size(elem)), nranks_(nranks), bufs_(bufs), id_(id),
-        stall_timeout_(stall_timeout), counters_(counters), failure_probe_(failure_probe) {
+        stall_timeout_(stall_timeout), counters_(counters), failure_probe_(failure_probe), board_(board) {
     if (counters_.size() < static_cast<size_t>(nranks)) counters_.resize(static_cast<size_t>(nranks));
     for (const auto& step : sched_.steps) {
       for (const Action& a : step.actions) nchannels_ = std::max(nchannels_, a.channel + 1);
@@ -448,6 +450,12 @@ class Run {
       if (progress_[i].complete || a.peer < 0) continue;
       waiting_peer_ = a.peer;
       peers_[slot(a)].link->check_peer_alive();
+      // A peer that runs another call of this operation (its count chose another path) sends
+      // nothing this wait would read: its declared call says so.
+      if (board_) {
+        const auto theirs = board_->declared(a.peer);
+        if (theirs && theirs->seq == id_.seq && theirs->phase == id_.phase) check_same_call(*theirs, id_, a.peer);
+      }
     }
   }
 
@@ -501,6 +509,7 @@ class Run {
   std::chrono::milliseconds stall_timeout_;
   std::vector<PeerCounters>& counters_;
   const Engine::FailureProbe& failure_probe_;
+  transport::shm::RegionPort* board_;  // where the peers declare their calls (null: no region open)
   Timeline* timeline_ = Timeline::global();
   int64_t step_start_ns_ = 0;
   int nchannels_ = 1;
@@ -526,10 +535,13 @@ void Engine::run(const schedule::RankSchedule& sched, DataType elem, int nranks,
     if (sched.shared_region) {
       if (!get_region_) throw_error(ErrorCode::internal, fmt::format("{}: this engine has no shared region", sched.algorithm));
       transport::shm::RegionPort& port = get_region_(stall_timeout);
+      port.declare(call_signature(id));
       run_region_schedule(RegionRunArgs{port, waiter_, abort_, cfg_, failure_probe_, bounce_}, sched, elem, nranks,
                           bufs, id, stall_timeout, counters);
     } else {
-      run_links(sched, elem, nranks, bufs, id, stall_timeout, counters, peer);
+      transport::shm::RegionPort* board = open_region_ ? open_region_() : nullptr;
+      if (board) board->declare(call_signature(id));
+      run_links(sched, elem, nranks, bufs, id, stall_timeout, counters, board, peer);
     }
     if (timeline) timeline->record_op(id, sched.algorithm, start, Timeline::now_ns());
   } catch (const Error& e) {
@@ -544,8 +556,10 @@ void Engine::run(const schedule::RankSchedule& sched, DataType elem, int nranks,
 // one host) should not set it up.
 void Engine::run_links(const schedule::RankSchedule& sched, DataType elem, int nranks, const Buffers& bufs,
                        const OpIdentity& id, std::chrono::milliseconds stall_timeout,
-                       std::vector<PeerCounters>& counters, int& failed_peer) {
-  Run links(get_link_, waiter_, abort_, cfg_, sched, elem, nranks, bufs, id, stall_timeout, counters, failure_probe_);
+                       std::vector<PeerCounters>& counters, transport::shm::RegionPort* board,
+                       int& failed_peer) {
+  Run links(get_link_, waiter_, abort_, cfg_, sched, elem, nranks, bufs, id, stall_timeout, counters, failure_probe_,
+            board);
   try {
     links.execute();
   } catch (const Error&) {

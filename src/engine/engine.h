@@ -102,6 +102,11 @@ class Engine {
   Engine(LinkGetter get_link, transport::Waiter& waiter, const std::atomic<bool>& abort_flag,
          EngineConfig cfg);
   void set_region_getter(RegionGetter get_region) { get_region_ = std::move(get_region); }
+  // The region if it is open already (null: not), where every operation declares its call
+  // (RegionPort::declare) and a wait over links compares the peers' (a mismatch whose ranks
+  // took different paths).
+  using OpenRegion = std::function<transport::shm::RegionPort*()>;
+  void set_open_region(OpenRegion open_region) { open_region_ = std::move(open_region); }
 
   // Runs `sched` to completion for this rank, over links or, for a schedule of shared-region
   // actions (RankSchedule::shared_region), over the region. `elem` is the element type the schedule moves
@@ -124,10 +129,12 @@ class Engine {
   // A schedule over links; `failed_peer`: the peer it waited on when it threw.
   [[gnu::noinline]] void run_links(const schedule::RankSchedule& sched, DataType elem, int nranks, const Buffers& bufs,
                                    const OpIdentity& id, std::chrono::milliseconds stall_timeout,
-                                   std::vector<PeerCounters>& counters, int& failed_peer);
+                                   std::vector<PeerCounters>& counters, transport::shm::RegionPort* board,
+                                   int& failed_peer);
 
   LinkGetter get_link_;
   RegionGetter get_region_;
+  OpenRegion open_region_;
   transport::Waiter& waiter_;
   const std::atomic<bool>& abort_;
   EngineConfig cfg_;

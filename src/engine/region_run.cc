@@ -103,6 +103,15 @@ class RegionRun {
     bool arm(transport::Waiter& w) { return window ? run.port_.arm_window(w, peer) : run.port_.arm(w, peer, flag); }
     void disarm() { run.port_.disarm(); }
     void check_liveness() {
+      // A peer that runs this operation over links (its count chose another algorithm) never
+      // publishes in it: the call it declared says so. Looked at here, after a sleep, not while
+      // spinning: the peer rewrites that line at each operation, and reading it on the fast
+      // path would take the line from its writer at every call.
+      if (!window && !run.port_.peer_call(peer)) {
+        const auto declared = run.port_.declared(peer);
+        if (declared && declared->seq == run.call_.seq && declared->phase == run.call_.phase)
+          run.compare_call(*declared, peer);
+      }
       if (run.port_.alive(peer)) return;
       throw_error(ErrorCode::peer_failure,
                   fmt::format("rank {} (pid {}) has exited", peer, static_cast<int>(run.port_.pid_of(peer))),

@@ -12,7 +12,9 @@
 // belongs to (compared, so that different calls fail as a mismatch instead of being read as
 // data) and where the owner's own buffers are (single copy); a second line says how to map
 // them when they are registered (zero copy). The sleep flag and the futex word that peers bump
-// sit on lines of their own. Windows are page aligned.
+// sit on lines of their own; the futex word's line also holds the call the owner runs now over
+// any path (links or the region), so that a peer waiting in another path can tell a mismatch.
+// Windows are page aligned.
 #pragma once
 
 #include <atomic>
@@ -25,7 +27,7 @@ namespace hoop::transport::shm {
 
 inline constexpr size_t kRegionPage = 4096;
 inline constexpr uint64_t kRegionReady = 0x6e6f696765722d68ULL;  // "h-region"
-inline constexpr uint32_t kRegionVersion = 3;
+inline constexpr uint32_t kRegionVersion = 4;
 // PoisonBlock::state: 0 healthy, kPoisonWriting while the reason is written (as a link's), then
 // kRegionPoisoned.
 inline constexpr uint32_t kRegionPoisoned = 2;
@@ -101,7 +103,13 @@ struct RankControl {
   std::atomic<int32_t> cpu;                             // owner: the CPU it last waited on
   int32_t pid;
   alignas(kCacheLine) std::atomic<uint32_t> wake;      // futex: peers bump it to wake the owner
+  // The CallSignature of the owner's current operation, whatever runs it (RegionPort::declare);
+  // word 0 (its sequence number) 0 while the others are written. On the line of `wake`, which
+  // peers touch only to wake a sleeping owner: a line of its own grew the control blocks, moved
+  // every window header, and 1 KiB AllGathers on 2 ranks took 0.47 us instead of 0.37.
+  std::atomic<uint64_t> call[3];
 };
+static_assert(sizeof(RankControl) == 2 * kCacheLine);
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);

@@ -76,6 +76,12 @@ class RegionPort {
   // The call `peer` announced for the current operation, once it published in it (nullopt
   // before), checked once per operation and peer by the engine.
   std::optional<CallSignature> peer_call(int peer) const;
+  // Says which call this rank runs now, over links or the region: every operation of the
+  // communicator declares it, so that ranks whose calls differ and took different paths (the
+  // counts chose different algorithms) still compare them. declared(peer): what `peer`
+  // declared last (nullopt while it writes, or before its first).
+  void declare(const CallSignature& call);
+  std::optional<CallSignature> declared(int peer) const;
   // Whether this operation's call of `peer` still needs comparing (and mark it compared).
   bool first_look(int peer) {
     uint64_t& c = compared_[static_cast<size_t>(peer)];
