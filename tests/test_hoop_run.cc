@@ -521,17 +521,18 @@ TEST(HoopRun, PinsOneRankPerCpuWhenTheyFit) {
   for (int r = 0; r < n; ++r) EXPECT_EQ(got.at(r), std::to_string(cpus[static_cast<size_t>(r)])) << "rank " << r;
 }
 
-TEST(HoopRun, LeavesRanksUnpinnedWhenTheyOutnumberTheCpusOrWhenAsked) {
+TEST(HoopRun, PinsRoundRobinWhenTheyOutnumberTheCpusAndLeavesThemUnpinnedWhenAsked) {
   const std::string all = own_cpu_list();
   const auto cpus = expand_cpu_list(all);
   if (cpus.size() < 2 || cpus.size() > 16) GTEST_SKIP() << cpus.size() << " CPUs";
   const int over = static_cast<int>(cpus.size()) + 1;
-  for (const auto& [rank, list] : affinity_of_ranks(over, {})) EXPECT_EQ(list, all) << "rank " << rank;
-  for (const auto& [rank, list] : affinity_of_ranks(2, {"--bind-to", "none"})) EXPECT_EQ(list, all) << "rank " << rank;
-  // Forced: round-robin over the CPUs even when oversubscribed.
-  for (const auto& [rank, list] : affinity_of_ranks(over, {"--bind-to", "core"})) {
-    EXPECT_EQ(list, std::to_string(cpus[static_cast<size_t>(rank) % cpus.size()])) << "rank " << rank;
+  for (const std::vector<std::string>& mode : {std::vector<std::string>{}, {"--bind-to", "core"}}) {
+    for (const auto& [rank, list] : affinity_of_ranks(over, mode)) {
+      EXPECT_EQ(list, std::to_string(cpus[static_cast<size_t>(rank) % cpus.size()])) << "rank " << rank;
+    }
   }
+  for (const auto& [rank, list] : affinity_of_ranks(2, {"--bind-to", "none"})) EXPECT_EQ(list, all) << "rank " << rank;
+  for (const auto& [rank, list] : affinity_of_ranks(over, {"--bind-to", "none"})) EXPECT_EQ(list, all) << "rank " << rank;
   auto bad = run_hoop({"-n", "2", "--bind-to", "socket", "--", "true"});
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("--bind-to"), std::string::npos) << bad.err;

@@ -24,7 +24,6 @@ std::vector<int> plan_binding(const std::string& mode, const std::vector<bool>& 
   if (mode == "none" || cpus.empty() || local == 0) return plan;
   // One CPU alone cannot be shared out: pinning would only forbid nothing.
   if (cpus.size() == 1) return plan;
-  if (mode == "auto" && local > cpus.size()) return plan;
   size_t next = 0;
   for (size_t r = 0; r < here.size(); ++r) {
     if (!here[r]) continue;

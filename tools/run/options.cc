@@ -25,8 +25,8 @@ constexpr const char* kFooter =
     "hoop-run exits with the failed rank's code (128+signal when killed); 124 on --timeout.\n"
     "With --max-restarts K a failed group is started again (at most K times) under a new job\n"
     "id and store; the exit code is the last attempt's.\n"
-    "Ranks started on this machine are pinned one per CPU when they fit in hoop-run's CPUs\n"
-    "(--bind-to auto, as Open MPI binds to cores); --bind-to none leaves them unpinned.\n"
+    "Ranks started on this machine are pinned one per CPU, round-robin where they outnumber\n"
+    "hoop-run's CPUs (--bind-to auto); --bind-to none leaves them unpinned.\n"
     "With --hosts or --hostfile ranks fill the hosts in order; each is started with the\n"
     "--launcher command (not for localhost) and gets HOOP_HOST_ID = its host's name (ranks of one\n"
     "host share memory, the others use TCP), HOOP_SOCKET_IFNAME = the host's ifname= if given,\n"
@@ -101,8 +101,8 @@ ParsedCommandLine parse_run_options(int argc, char** argv) {
                "as --survive, and a failed rank is started again (once per rank) with HOOP_JOIN=1 to "
                "join the running group, which takes it back in (hoop-train --redundancy 1)");
   app.add_option("--bind-to", opts.bind_to,
-                 "pin each rank started here to one CPU: auto (when the ranks fit in hoop-run's "
-                 "CPUs), core (always, round-robin), none")
+                 "pin each rank started here to one CPU: auto or core (round-robin over hoop-run's "
+                 "CPUs, one each where they fit), none")
       ->check(CLI::IsMember({"auto", "core", "none"}))
       ->capture_default_str();
   HostArgs host_args;

@@ -30,9 +30,8 @@ struct RunOptions {
   // HOOP_JOIN=1, to join the running group (hoop-train --redundancy 1 takes it back in).
   bool elastic = false;
   HostOptions hosts;             // --hosts / --hostfile: ranks on several hosts
-  // --bind-to: "auto" pins the ranks started on this machine one per CPU when they fit in
-  // hoop-run's CPUs (as Open MPI binds to cores by default), "core" pins them round-robin
-  // whatever their number, "none" leaves them to the scheduler.
+  // --bind-to: "auto" (the same as "core") pins the ranks started on this machine round-robin
+  // over hoop-run's CPUs, one each where they fit; "none" leaves them to the scheduler.
   std::string bind_to = "auto";
 };
 
