@@ -109,7 +109,8 @@ void unset_all(std::vector<std::unique_ptr<ScopedEnv>>* scopes) {
 }
 
 // The defaults are those the code had before the registry, or chosen by measurement since
-// (HOOP_DIRECT_SINGLE_COPY_BYTES: 1M until 2026-12-06, docs/BENCHMARKS.md).
+// (HOOP_DIRECT_SINGLE_COPY_BYTES: 1M until 2026-12-06; HOOP_DIRECT_SINGLE_COPY_ALLTOALL_BYTES: 16K
+// until 2026-12-07; docs/BENCHMARKS.md).
 TEST(Params, DefaultsUnchanged) {
   std::vector<std::unique_ptr<ScopedEnv>> scopes;
   unset_all(&scopes);
@@ -128,6 +129,7 @@ TEST(Params, DefaultsUnchanged) {
   EXPECT_EQ(params::integer(Id::direct_stages), 2);
   EXPECT_EQ(params::bytes(Id::direct_single_copy_bytes), uint64_t{64} << 10);
   EXPECT_EQ(params::bytes(Id::direct_single_copy_allreduce_bytes), uint64_t{64} << 20);
+  EXPECT_EQ(params::bytes(Id::direct_single_copy_alltoall_bytes), uint64_t{4} << 10);
   EXPECT_EQ(params::bytes(Id::direct_single_copy_part_bytes), uint64_t{1} << 20);
   EXPECT_EQ(params::text(Id::transport), "auto");
   EXPECT_EQ(params::text(Id::calibrate), "1");

@@ -81,8 +81,8 @@ constexpr std::array<Param, static_cast<size_t>(Id::count_)> kParams = {{
             "from an eighth of it per rank times the ranks per core); 0 turns it off"},
     {.id = Id::direct_single_copy_allreduce_bytes, .name = "HOOP_DIRECT_SINGLE_COPY_ALLREDUCE_BYTES", .kind = K::size, .fallback = "64M",
      .doc = "shm-direct: AllReduce from this size reads peers' buffers with `process_vm_readv`"},
-    {.id = Id::direct_single_copy_alltoall_bytes, .name = "HOOP_DIRECT_SINGLE_COPY_ALLTOALL_BYTES", .kind = K::size, .fallback = "16K",
-     .doc = "shm-direct: AllToAll from this size times N² per rank (64K on 2 ranks, 1M on 8) reads "
+    {.id = Id::direct_single_copy_alltoall_bytes, .name = "HOOP_DIRECT_SINGLE_COPY_ALLTOALL_BYTES", .kind = K::size, .fallback = "4K",
+     .doc = "shm-direct: AllToAll from this size times N² per rank (16K on 2 ranks, 256K on 8) reads "
             "peers' buffers with `process_vm_readv`; 0 turns it off"},
     {.id = Id::direct_single_copy_part_bytes, .name = "HOOP_DIRECT_SINGLE_COPY_PART_BYTES", .kind = K::size, .fallback = "1M",
      .doc = "shm-direct: bytes read per peer and `process_vm_readv` call (whole cache lines)"},
