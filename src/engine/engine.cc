@@ -452,10 +452,7 @@ class Run {
       peers_[slot(a)].link->check_peer_alive();
       // A peer that runs another call of this operation (its count chose another path) sends
       // nothing this wait would read: its declared call says so.
-      if (board_) {
-        const auto theirs = board_->declared(a.peer);
-        if (theirs && theirs->seq == id_.seq && theirs->phase == id_.phase) check_same_call(*theirs, id_, a.peer);
-      }
+      if (board_) check_declared_call(board_->declared(a.peer), id_, a.peer);
     }
   }
 

@@ -62,6 +62,11 @@ void check_same_call(const transport::shm::CallSignature& got, const OpIdentity&
               ErrorContext{mine.rank, std::string(to_string(mine.op)), mine.seq, peer});
 }
 
+void check_declared_call(const std::optional<transport::shm::CallSignature>& declared, const OpIdentity& mine,
+                         int peer) {
+  if (declared && declared->seq == mine.seq && declared->phase == mine.phase) check_same_call(*declared, mine, peer);
+}
+
 void check_header(const transport::FrameHeader& got, const OpIdentity& mine, int peer,
                   uint64_t expected_payload, size_t elem_bytes) {
   ErrorContext ctx{mine.rank, std::string(to_string(mine.op)), mine.seq, peer};

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "engine/engine.h"
 #include "transport/frame.h"
@@ -18,6 +19,10 @@ transport::shm::CallSignature call_signature(const OpIdentity& id);
 // Throws hoop::Error{mismatch}, naming both calls, when `theirs` (what `peer` called) is not the
 // call that matches ours: the one report of a mismatch, for links and the shared region alike.
 void check_same_call(const transport::shm::CallSignature& theirs, const OpIdentity& mine, int peer);
+// The same for the call `peer` declared in the shared region (RegionPort::declared), when it
+// is this operation's (same sequence and phase); nothing for another operation's or none.
+void check_declared_call(const std::optional<transport::shm::CallSignature>& declared, const OpIdentity& mine,
+                         int peer);
 
 // Throws hoop::Error{protocol} for bytes that are not a header, hoop::Error{mismatch} when the
 // peer's call differs from ours (op, sequence, dtype, op, count, root, payload size: the

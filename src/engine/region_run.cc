@@ -107,11 +107,7 @@ class RegionRun {
       // publishes in it: the call it declared says so. Looked at here, after a sleep, not while
       // spinning: the peer rewrites that line at each operation, and reading it on the fast
       // path would take the line from its writer at every call.
-      if (!window && !run.port_.peer_call(peer)) {
-        const auto declared = run.port_.declared(peer);
-        if (declared && declared->seq == run.call_.seq && declared->phase == run.call_.phase)
-          run.compare_call(*declared, peer);
-      }
+      if (!window && !run.port_.peer_call(peer)) check_declared_call(run.port_.declared(peer), run.id_, peer);
       if (run.port_.alive(peer)) return;
       throw_error(ErrorCode::peer_failure,
                   fmt::format("rank {} (pid {}) has exited", peer, static_cast<int>(run.port_.pid_of(peer))),

@@ -20,14 +20,14 @@ namespace {
 
 // Touches every cache line of both rings through this process's own mapping: the outgoing one
 // as its writer (a store of the byte already there, before this side writes anything into it),
-// the incoming one as its reader (loads only: the peer may be writing it already). MAP_POPULATE fills the page tables, but on a virtual machine
-// with shadow paging each page still costs an exit to the hypervisor at the first access from
-// each process, and without this those exits fell on the first lap through the ring: a 64 KiB
-// ring AllReduce on 8 ranks took 2.3-3.6 ms for its first 30-40 calls with the 4 MiB rings
-// (0.6-0.8 ms after), and a job across hosts paid it on every link it opened. Every line, not
-// one per page: memory fresh from the kernel is cold, and a 2-rank Reduce of 64 KiB (the
-// chain) still took 6.6-7.1 us a call while its messages went through the first 4 MiB of the
-// ring and 4.2-4.5 once they had.
+// the incoming one as its reader (loads only: the peer may be writing it already).
+// MAP_POPULATE fills the page tables, but on a virtual machine with shadow paging each page
+// still costs an exit to the hypervisor at the first access from each process, and without
+// this those exits fell on the first lap through the ring: a 64 KiB ring AllReduce on 8 ranks
+// took 2.3-3.6 ms for its first 30-40 calls with the 4 MiB rings (0.6-0.8 ms after), and a job
+// across hosts paid it on every link it opened. Every line, not one per page: memory fresh
+// from the kernel is cold, and a 2-rank Reduce of 64 KiB (the chain) still took 6.6-7.1 us a
+// call while its messages went through the first 4 MiB of the ring and 4.2-4.5 once they had.
 void touch_rings(std::byte* out, const std::byte* in, size_t capacity) {
   for (size_t off = 0; off < capacity; off += kCacheLine) {
     auto* w = reinterpret_cast<volatile std::byte*>(out + off);
