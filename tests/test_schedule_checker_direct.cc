@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -176,6 +177,28 @@ TEST(DirectScheduleChecker, AllGatherSingleCopyThresholdGrowsWithRanksPerCore) {
   EXPECT_EQ(detail::single_copy_allgather_bytes(M, 16, 4), 8 * M);
   EXPECT_EQ(detail::single_copy_allgather_bytes(0, 8, 2), 0u);
   EXPECT_EQ(detail::single_copy_allgather_bytes(M, 8, 0), 0u);  // cores unknown
+}
+
+// The single-copy thresholds the environment leaves unset follow the calibration's kernel read
+// beyond 32 KiB (where the defaults were measured); one set in the environment stays.
+TEST(DirectScheduleChecker, SingleCopyThresholdsFollowTheMeasuredKernelRead) {
+  constexpr size_t K = 1024;
+  const auto& defaults = detail::direct_tunables(2, 0);
+  EXPECT_EQ(defaults.single_copy_bytes, 64 * K);
+  EXPECT_EQ(defaults.single_copy_alltoall_bytes, 4 * K * 2 * 2);
+  EXPECT_EQ(detail::direct_tunables(2, 16 * K).single_copy_bytes, 64 * K);  // never below the defaults
+  const auto& slow_read = detail::direct_tunables(2, 256 * K);
+  EXPECT_EQ(slow_read.single_copy_bytes, 512 * K);
+  EXPECT_EQ(slow_read.single_copy_alltoall_bytes, 128 * K * 2);  // blocks of half the read
+  EXPECT_EQ(detail::direct_tunables(8, 256 * K).single_copy_alltoall_bytes, 128 * K * 8);
+  EXPECT_EQ(detail::direct_tunables(8, 64 * K).single_copy_alltoall_bytes, 4 * K * 8 * 8);  // the defaults' own
+  EXPECT_EQ(slow_read.single_copy_allreduce_bytes, defaults.single_copy_allreduce_bytes);
+  EXPECT_EQ(slow_read.registered_bytes, defaults.registered_bytes);
+  ::setenv("HOOP_DIRECT_SINGLE_COPY_BYTES", "100K", 1);
+  const size_t set = detail::direct_tunables(3, 256 * K).single_copy_bytes;  // 3 ranks: not cached yet
+  ::unsetenv("HOOP_DIRECT_SINGLE_COPY_BYTES");
+  EXPECT_EQ(set, 100 * K);
+  EXPECT_EQ(detail::direct_tunables(3, 256 * K).single_copy_alltoall_bytes, 128 * K * 3);
 }
 
 // AllToAll by single copy: a rank in place would overwrite blocks its peers still read, so all

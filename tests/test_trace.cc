@@ -117,7 +117,7 @@ TEST(Trace, ShmDirectAllReduceStepsMatchTheSchedule) {
   d.op = OpType::allreduce;
   d.count = kCount;
   d.nranks = kRanks;
-  d.region = detail::region_shape(detail::direct_tunables(kRanks), sizeof(float), false);
+  d.region = detail::region_shape(detail::direct_tunables(kRanks, 0), sizeof(float), false);
   expect_trace_matches(schedule::kDirectAlgorithm, kRanks, kCount,
                        [&](int r) { return schedule::direct_schedule(d, r); });
 }

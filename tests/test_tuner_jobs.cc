@@ -191,6 +191,13 @@ TEST(TunerJobs, CalibrationIsCachedAndReused) {
   const std::string path = files[0].path().string();
   EXPECT_EQ(path.rfind(cache.path + "/hoop/calibration-", 0), 0u) << path;
   EXPECT_EQ(model_source_of_job(cache.path, "1"), "cache " + path);
+  // The kernel read that single copy pays from: one of the measured sizes, or beyond them.
+  const auto measured = tuner::read_calibration_cache(path, true, false);
+  ASSERT_TRUE(measured.has_value());
+  const size_t read = measured->single_copy_read_bytes;
+  EXPECT_TRUE(read == (16u << 10) || read == (64u << 10) || read == (256u << 10) || read == (1u << 20) ||
+              read == (4u << 20) || read == (16u << 20))
+      << read;
   EXPECT_EQ(model_source_of_job(cache.path, "0"), "defaults");
   EXPECT_EQ(model_source_of_job(cache.path, "force"), "measured");
   // A corrupt cache is measured again and rewritten.

@@ -394,6 +394,7 @@ TEST(TunerModel, JsonRoundTripIsExact) {
   CostModel m = round_model();
   m.shm_ring_bytes = 3 << 20;
   m.shm_ring_full_bytes = 12 << 20;
+  m.single_copy_read_bytes = 256 << 10;
   m.shm.beta = 1.0 / 3.0 * 1e10;
   m.gamma = 0.1 / 7;
   m.source = "measured";
@@ -404,6 +405,10 @@ TEST(TunerModel, JsonRoundTripIsExact) {
   EXPECT_EQ(back.slice_bytes, m.slice_bytes);
   EXPECT_EQ(back.shm_ring_bytes, m.shm_ring_bytes);
   EXPECT_EQ(back.shm_ring_full_bytes, m.shm_ring_full_bytes);
+  EXPECT_EQ(back.single_copy_read_bytes, m.single_copy_read_bytes);
+  // A model written before the kernel read was measured: not measured.
+  EXPECT_EQ(tuner::model_from_json("{\"cores\": 2}").single_copy_read_bytes, 0u);
+  EXPECT_THROW(tuner::model_from_json("{\"single_copy_read_bytes\": -1}"), Error);
   // A model written before the full ring existed: its ring did not shrink.
   EXPECT_EQ(tuner::model_from_json("{\"shm_ring_bytes\": 2097152}").shm_ring_full_bytes, size_t{2} << 20);
   EXPECT_EQ(back.source, "measured");

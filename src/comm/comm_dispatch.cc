@@ -104,7 +104,7 @@ CommImpl::Registration CommImpl::registration(const OpTask& t) const {
   const Extents e = call_extents(t.desc.op, t.desc.count, rank_, size(), t.desc.root);
   const size_t es = dtype_size(t.dtype);
   // Calls that go through the cells read no peer's buffer: no lookup.
-  if (std::max(e.send, e.recv) * es <= direct_tunables(size()).small_bytes) return reg;
+  if (std::max(e.send, e.recv) * es <= direct_tunables(size(), single_copy_read_bytes()).small_bytes) return reg;
   bool all = e.send > 0 || e.recv > 0;
   const auto announce = [&](const void* p, size_t elements, transport::shm::AnnouncedBuffer& out) {
     if (elements == 0) return;

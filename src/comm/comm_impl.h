@@ -131,6 +131,8 @@ class CommImpl {
   AlgoChoice choose_algorithm(const OpTask& t);
   // shm-direct's shape for elements of `elem`: what its schedules are cut by (comm_region.cc).
   const schedule::RegionShape& region_shape(DataType elem);
+  // The agreed model's CostModel::single_copy_read_bytes (0: defaults), for direct_tunables.
+  size_t single_copy_read_bytes() const;
 
  private:
   void validate(const OpTask& t) const;

@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "core/op_traits.h"
 #include "transport/shm/region_port.h"
+#include "tuner/cost_model.h"
 
 namespace hoop::detail {
 
@@ -28,9 +29,13 @@ size_t action_count(const schedule::RankSchedule& s) {
 
 }  // namespace
 
+size_t CommImpl::single_copy_read_bytes() const {
+  return job_->cost_model ? job_->cost_model->single_copy_read_bytes : 0;
+}
+
 transport::shm::RegionPort& CommImpl::region(TimePoint deadline) {
   if (region_) return *region_;
-  const DirectTunables& t = direct_tunables(size());
+  const DirectTunables& t = direct_tunables(size(), single_copy_read_bytes());
   transport::shm::RegionParams p;
   p.job_id = job_->job_id;
   p.comm_id = comm_id_;
@@ -53,7 +58,7 @@ const schedule::RegionShape& CommImpl::region_shape(DataType elem) {
     for (const auto& peer : peers_) pids.push_back(static_cast<pid_t>(peer.pid));
     peers_read_memory_ = local_size_ == size() && transport::shm::peers_can_read_each_other(pids);
   }
-  return region_shapes_.emplace(es, detail::region_shape(direct_tunables(size()), es, *peers_read_memory_))
+  return region_shapes_.emplace(es, detail::region_shape(direct_tunables(size(), single_copy_read_bytes()), es, *peers_read_memory_))
       .first->second;
 }
 

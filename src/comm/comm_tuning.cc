@@ -69,6 +69,10 @@ void CommImpl::calibrate(Communicator& self) {
     choices_.clear();
     tuner_.reset();
   }
+  // shm-direct's shape follows the model (its single-copy thresholds): cut again.
+  region_shapes_.clear();
+  schedules_.clear();
+  cached_actions_ = 0;
   last_call_.valid = false;
   std::lock_guard lk(mu_);
   last_algorithm_.clear();

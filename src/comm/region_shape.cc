@@ -4,6 +4,7 @@
 #include <map>
 #include <mutex>
 #include <string_view>
+#include <utility>
 
 #include <unistd.h>
 
@@ -23,19 +24,36 @@ constexpr size_t kZeroCopyPieceBytes = 256 * 1024;
 size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 size_t elements_from(size_t bytes, size_t elem) { return (bytes + elem - 1) / elem; }  // at least `bytes`
 
-DirectTunables from_env(int nranks) {
+// The single-copy defaults were measured on an Intel Xeon whose kernel read paid from 32 KiB
+// (AllGather of 64 KiB on 2 ranks, 32 KiB a read: 2.3-3x the slots). On an AMD EPYC VM whose
+// read pays from 256 KiB, the same defaults made AllGather, ReduceScatter, Broadcast and
+// AllToAll of 64-256 KiB 1.3-2x slower than the slots. Where the calibration measured the read
+// (CostModel::single_copy_read_bytes), the thresholds left unset move with it.
+constexpr size_t kDefaultsRead = 32 * 1024;
+
+bool unset(params::Id id) { return params::origin(id) == params::Origin::default_value; }
+
+DirectTunables from_env(int nranks, size_t single_copy_read_bytes) {
   DirectTunables t{};
+  const size_t read_scale = std::max<size_t>(single_copy_read_bytes / kDefaultsRead, 1);
   t.cell_bytes = round_up(std::max<uint64_t>(params::bytes(params::Id::direct_cell_bytes), kPage), kPage);
   t.small_bytes = std::min<size_t>(params::bytes(params::Id::direct_small_bytes), t.cell_bytes);
   t.chunk_bytes = round_up(std::max<uint64_t>(params::bytes(params::Id::direct_chunk_bytes), kPage), kPage);
   t.stages = static_cast<size_t>(params::integer(params::Id::direct_stages));
   t.single_copy_bytes = params::bytes(params::Id::direct_single_copy_bytes);
+  if (unset(params::Id::direct_single_copy_bytes)) t.single_copy_bytes *= read_scale;
   t.single_copy_allreduce_bytes = params::bytes(params::Id::direct_single_copy_allreduce_bytes);
   const auto n = static_cast<uint64_t>(std::max(nranks, 1));
   const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
   t.single_copy_allgather_bytes = single_copy_allgather_bytes(t.single_copy_bytes, nranks, cores);
   t.more_ranks_than_cores = cores > 0 && nranks > cores;
   t.single_copy_alltoall_bytes = params::bytes(params::Id::direct_single_copy_alltoall_bytes) * n * n;
+  // AllToAll reads a block of S/N from each peer; where the read pays only from beyond the
+  // defaults' 32 KiB, from blocks of half the measured read. On the EPYC VM above (256 KiB):
+  // 2 ranks from 256 KiB (single copy at 64 KiB took 2x the slots' time), 8 from 1 MiB (where it
+  // is 1.2x faster than the slots; scaling N² by the read would wait for 2 MiB).
+  if (read_scale > 1 && unset(params::Id::direct_single_copy_alltoall_bytes))
+    t.single_copy_alltoall_bytes = std::max<uint64_t>(t.single_copy_alltoall_bytes, single_copy_read_bytes / 2 * n);
   t.single_copy_part_bytes =
       round_up(std::max<uint64_t>(params::bytes(params::Id::direct_single_copy_part_bytes), kLine), kLine);
   t.registered_bytes = params::bytes(params::Id::direct_registered_bytes);
@@ -64,12 +82,13 @@ uint64_t DirectTunables::key() const {
   return h;
 }
 
-const DirectTunables& direct_tunables(int nranks) {
+const DirectTunables& direct_tunables(int nranks, size_t single_copy_read_bytes) {
   static std::mutex mu;
-  static std::map<int, DirectTunables> cache;
+  static std::map<std::pair<int, size_t>, DirectTunables> cache;
   std::lock_guard lk(mu);
-  auto it = cache.find(nranks);
-  if (it == cache.end()) it = cache.emplace(nranks, from_env(nranks)).first;
+  const std::pair key{nranks, single_copy_read_bytes};
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, from_env(nranks, single_copy_read_bytes)).first;
   return it->second;
 }
 

@@ -60,8 +60,11 @@ struct DirectTunables {
 // (0: AllGather goes by single_copy_bytes alone).
 size_t single_copy_allgather_bytes(size_t single_copy_bytes, int nranks, long cores);
 
-// From HOOP_DIRECT_* (read once per rank count).
-const DirectTunables& direct_tunables(int nranks);
+// From HOOP_DIRECT_* (read once per rank count and measurement). `single_copy_read_bytes`: the
+// calibration's CostModel::single_copy_read_bytes (0: not measured); the single-copy thresholds
+// of ReduceScatter, AllGather, Broadcast and AllToAll that the environment leaves unset scale
+// with it beyond 32 KiB, where their defaults were measured.
+const DirectTunables& direct_tunables(int nranks, size_t single_copy_read_bytes);
 
 // The shape of shm-direct's schedules for elements of `elem_bytes` on `nranks` ranks; single
 // copy only where the peers can read each other's memory (transport::shm::peers_can_read_each_other).

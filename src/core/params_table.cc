@@ -78,12 +78,14 @@ constexpr std::array<Param, static_cast<size_t>(Id::count_)> kParams = {{
     {.id = Id::direct_single_copy_bytes, .name = "HOOP_DIRECT_SINGLE_COPY_BYTES", .kind = K::size, .fallback = "64K",
      .doc = "shm-direct: ReduceScatter, AllGather and Broadcast from this size read peers' "
             "buffers with `process_vm_readv` (AllGather, with more ranks on the host than cores: "
-            "from an eighth of it per rank times the ranks per core); 0 turns it off"},
+            "from an eighth of it per rank times the ranks per core); unset: 64K times the calibrated "
+            "kernel read's size over 32K (at least 1); 0 turns it off"},
     {.id = Id::direct_single_copy_allreduce_bytes, .name = "HOOP_DIRECT_SINGLE_COPY_ALLREDUCE_BYTES", .kind = K::size, .fallback = "64M",
      .doc = "shm-direct: AllReduce from this size reads peers' buffers with `process_vm_readv`"},
     {.id = Id::direct_single_copy_alltoall_bytes, .name = "HOOP_DIRECT_SINGLE_COPY_ALLTOALL_BYTES", .kind = K::size, .fallback = "4K",
      .doc = "shm-direct: AllToAll from this size times N² per rank (16K on 2 ranks, 256K on 8) reads "
-            "peers' buffers with `process_vm_readv`; 0 turns it off"},
+            "peers' buffers with `process_vm_readv`; unset, where the calibrated kernel read pays only beyond 32K: "
+            "from blocks of half that read if later; 0 turns it off"},
     {.id = Id::direct_single_copy_part_bytes, .name = "HOOP_DIRECT_SINGLE_COPY_PART_BYTES", .kind = K::size, .fallback = "1M",
      .doc = "shm-direct: bytes read per peer and `process_vm_readv` call (whole cache lines)"},
     {.id = Id::direct_registered_bytes, .name = "HOOP_DIRECT_REGISTERED_BYTES", .kind = K::size, .fallback = "1M",

@@ -73,6 +73,7 @@ std::string to_json(const CostModel& m) {
   j["shm_ring_bytes"] = m.shm_ring_bytes;
   j["shm_ring_full_bytes"] = m.shm_ring_full_bytes;
   j["cores"] = m.cores;
+  j["single_copy_read_bytes"] = m.single_copy_read_bytes;
   j["source"] = m.source;
   return j.dump();
 }
@@ -105,6 +106,13 @@ CostModel model_from_json(const std::string& text) {
   // Absent (a model written before it existed): the ring did not shrink.
   m.shm_ring_full_bytes = j.contains("shm_ring_full_bytes") ? byte_count(j, "shm_ring_full_bytes") : m.shm_ring_bytes;
   if (j.contains("cores")) m.cores = static_cast<int>(positive(j, "cores", "model"));
+  if (j.contains("single_copy_read_bytes")) {
+    const auto& v = j.at("single_copy_read_bytes");
+    if (!v.is_number_unsigned()) {
+      throw_error(ErrorCode::invalid_argument, "cost model: 'single_copy_read_bytes' must be a count of bytes (0: not measured)");
+    }
+    m.single_copy_read_bytes = v.get<size_t>();
+  }
   if (j.contains("source") && j.at("source").is_string()) m.source = j.at("source").get<std::string>();
   return m;
 }
@@ -136,9 +144,11 @@ std::string to_table(const CostModel& m) {
                        known(l.skew, 1e6, "{:.1f}"));
   }
   auto rate = [](double s_per_byte) { return s_per_byte > 0 ? fmt::format("{:.3f} GB/s", 1e-9 / s_per_byte) : std::string("free"); };
-  out += fmt::format("  gamma (reduce) {}, copy {}, slice {} B, shm rings {} B, extra message {:.2f} alpha, cores {}\n",
+  out += fmt::format("  gamma (reduce) {}, copy {}, slice {} B, shm rings {} B, extra message {:.2f} alpha, cores {}, "
+                     "single copy from {}\n",
                      rate(m.gamma), rate(m.copy), m.slice_bytes, m.shm_ring_bytes, m.overhead_fraction,
-                     m.cores > 0 ? std::to_string(m.cores) : std::string("-"));
+                     m.cores > 0 ? std::to_string(m.cores) : std::string("-"),
+                     m.single_copy_read_bytes > 0 ? fmt::format("{} B a read", m.single_copy_read_bytes) : std::string("-"));
   return out;
 }
 

@@ -68,6 +68,12 @@ struct CostModel {
   // ranks fits, for AllToAllv, whose only algorithm links every pair; where the others have one
   // that does not, the tuner takes it where every pair would not fit at this size (pricing.cc).
   size_t shm_ring_full_bytes = 4 * 1024 * 1024;
+  // The smallest read of a peer's memory by a kernel call (process_vm_readv) that the
+  // calibration found no slower than two copies through a slot, from a ladder of sizes
+  // (measure_single_copy_read); 0: not measured. shm-direct's single-copy thresholds follow it
+  // where HOOP_DIRECT_* leave them unset (region_shape.h): the kernel call's cost differs
+  // between machines by more than the slots' does.
+  size_t single_copy_read_bytes = 0;
   std::string source = "defaults";  // "defaults", "measured", "cache <path>", "file <path>"
 
   const LinkCost& link(LinkClass c) const { return c == LinkClass::shm ? shm : tcp; }
