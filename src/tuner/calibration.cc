@@ -193,13 +193,19 @@ size_t measure_single_copy_read() {
   // through flags, which measured about twice the two copies (AllGather on 2 ranks of an AMD
   // EPYC, 32 KiB a rank: 1.65 us, two memcpy 0.67): a read pays when it costs at most that.
   constexpr double kSlotsOverCopies = 2.0;
-  constexpr size_t kLadder[] = {16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20};
-  constexpr size_t kLargest = kLadder[std::size(kLadder) - 1];
-  constexpr int kTrials = 5;
+  // Around the crossover the ratio of one size moves by a quarter from one calibration to the
+  // next (the EPYC: 1.7-2.4 at 256 and 512 KiB, five trials each); the larger sizes are held
+  // to a quarter more, so that one slow trial there does not push the crossover past them.
+  constexpr double kLargerSizesSlack = 1.25;
+  // Doubling, so that 32 KiB, where the defaults were measured, is a step of its own.
+  constexpr size_t kLadder[] = {16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20};
+  constexpr size_t kSizes = std::size(kLadder), kLargest = kLadder[kSizes - 1];
+  constexpr int kTrials = 7;
   std::vector<std::byte> from(kLargest, std::byte{1}), to(kLargest, std::byte{2}), slot(kLargest, std::byte{3});
   const pid_t self = ::getpid();
-  size_t pays_from = 0;  // the smallest size from which every larger one pays
-  for (size_t bytes : kLadder) {
+  double ratio[kSizes];  // the read's time over the two copies', the fastest of each
+  for (size_t k = 0; k < kSizes; ++k) {
+    const size_t bytes = kLadder[k];
     double read = 1e30, copies = 1e30;
     for (int i = 0; i < kTrials; ++i) {
       iovec local{to.data(), bytes}, remote{from.data(), bytes};
@@ -211,12 +217,15 @@ size_t measure_single_copy_read() {
       std::memcpy(to.data(), slot.data(), bytes);
       copies = std::min(copies, seconds(Clock::now() - t0));
     }
-    const bool pays = read <= kSlotsOverCopies * copies;
-    if (!pays) pays_from = 0;
-    else if (pays_from == 0) pays_from = bytes;
+    ratio[k] = read / copies;
   }
-  // Never at the largest size: from beyond it.
-  return pays_from != 0 ? pays_from : 4 * kLargest;
+  // The smallest size that pays whose larger sizes all pay within the slack.
+  for (size_t k = 0; k < kSizes; ++k) {
+    if (ratio[k] > kSlotsOverCopies) continue;
+    if (std::all_of(ratio + k + 1, ratio + kSizes, [](double r) { return r <= kSlotsOverCopies * kLargerSizesSlack; }))
+      return kLadder[k];
+  }
+  return 4 * kLargest;  // never at the largest size: from beyond it
 }
 
 double burst_from_turn(size_t bytes, double seconds, double latency, double burst_rate, double sustained) {

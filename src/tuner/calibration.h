@@ -54,9 +54,9 @@ void write_calibration_cache(const std::string& path, const CostModel& m, bool h
 double burst_from_turn(size_t bytes, double seconds, double latency, double burst_rate, double sustained);
 // gamma and copy from timing the kernels on this core.
 void measure_local(CostModel& m);
-// CostModel::single_copy_read_bytes: the smallest of 16 KiB, 64 KiB, ... 4 MiB from which a
-// kernel read (process_vm_readv) costs at most what the slots would, at every larger size too;
-// 16 MiB when none does, 0 when the kernel refuses the read.
+// CostModel::single_copy_read_bytes: the smallest of 16 KiB, 32 KiB, ... 4 MiB from which a
+// kernel read (process_vm_readv) costs at most what the slots would, every larger size within a
+// quarter more; 16 MiB when none does, 0 when the kernel refuses the read.
 size_t measure_single_copy_read();
 
 }  // namespace hoop::tuner
