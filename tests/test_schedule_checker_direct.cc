@@ -180,7 +180,7 @@ TEST(DirectScheduleChecker, AllGatherSingleCopyThresholdGrowsWithRanksPerCore) {
 }
 
 // The single-copy thresholds the environment leaves unset follow the calibration's kernel read
-// beyond 32 KiB (where the defaults were measured); one set in the environment stays.
+// beyond 32 KiB (the read the defaults stand for); one set in the environment stays.
 TEST(DirectScheduleChecker, SingleCopyThresholdsFollowTheMeasuredKernelRead) {
   constexpr size_t K = 1024;
   const auto& defaults = detail::direct_tunables(2, 0);

@@ -24,11 +24,12 @@ constexpr size_t kZeroCopyPieceBytes = 256 * 1024;
 size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 size_t elements_from(size_t bytes, size_t elem) { return (bytes + elem - 1) / elem; }  // at least `bytes`
 
-// The single-copy defaults were measured on an Intel Xeon whose kernel read paid from 32 KiB
-// (AllGather of 64 KiB on 2 ranks, 32 KiB a read: 2.3-3x the slots). On an AMD EPYC VM whose
-// read pays from 256 KiB, the same defaults made AllGather, ReduceScatter, Broadcast and
-// AllToAll of 64-256 KiB 1.3-2x slower than the slots. Where the calibration measured the read
-// (CostModel::single_copy_read_bytes), the thresholds left unset move with it.
+// The single-copy defaults were measured on an Intel Xeon, where single copy already won with
+// reads of 32 KiB (AllGather of 64 KiB on 2 ranks: 2.3-3x the slots), so they stand for a read
+// that pays from 32 KiB (the calibration's own measure of the read was not taken there). On an
+// AMD EPYC VM whose read pays from 256 KiB, the same defaults made AllGather, ReduceScatter,
+// Broadcast and AllToAll of 64-256 KiB 1.3-2x slower than the slots. Where the calibration
+// measured the read (CostModel::single_copy_read_bytes), the thresholds left unset move with it.
 constexpr size_t kDefaultsRead = 32 * 1024;
 
 bool unset(params::Id id) { return params::origin(id) == params::Origin::default_value; }

@@ -63,7 +63,7 @@ size_t single_copy_allgather_bytes(size_t single_copy_bytes, int nranks, long co
 // From HOOP_DIRECT_* (read once per rank count and measurement). `single_copy_read_bytes`: the
 // calibration's CostModel::single_copy_read_bytes (0: not measured); the single-copy thresholds
 // of ReduceScatter, AllGather, Broadcast and AllToAll that the environment leaves unset scale
-// with it beyond 32 KiB, where their defaults were measured.
+// with it beyond 32 KiB, the read their defaults stand for.
 const DirectTunables& direct_tunables(int nranks, size_t single_copy_read_bytes);
 
 // The shape of shm-direct's schedules for elements of `elem_bytes` on `nranks` ranks; single

@@ -197,7 +197,7 @@ size_t measure_single_copy_read() {
   // next (the EPYC: 1.7-2.4 at 256 and 512 KiB, five trials each); the larger sizes are held
   // to a quarter more, so that one slow trial there does not push the crossover past them.
   constexpr double kLargerSizesSlack = 1.25;
-  // Doubling, so that 32 KiB, where the defaults were measured, is a step of its own.
+  // Doubling, so that 32 KiB, the read the defaults stand for, is a step of its own.
   constexpr size_t kLadder[] = {16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20};
   constexpr size_t kSizes = std::size(kLadder), kLargest = kLadder[kSizes - 1];
   constexpr int kTrials = 7;
