@@ -239,7 +239,8 @@ TEST(TunerModel, AReduceChainOnSharedCoresRunsAheadWhileItsRingHoldsManyCalls) {
   const double bytes = 262144;
   const double send = bytes * 0.5e-9, reduce = bytes * 1e-9;
   // A 4 MiB ring holds 16 such calls: the senders run ahead, each receive is reduced straight
-  // from the ring (no copy at that end) and the hops fill while the calls before drain.
+  // from the ring (no copy at that end) and the hops fill while the calls before drain. With no
+  // copy through memory measured (memory_copy 0), each send is charged cpu_byte.
   m.shm_ring_bytes = 4 << 20;
   const auto ahead = tuner::predict("chain", d, 4, shared, m);
   ASSERT_TRUE(ahead.applicable) << ahead.why_not;
@@ -395,6 +396,7 @@ TEST(TunerModel, JsonRoundTripIsExact) {
   m.shm_ring_bytes = 3 << 20;
   m.shm_ring_full_bytes = 12 << 20;
   m.single_copy_read_bytes = 256 << 10;
+  m.memory_copy = 1.0 / 13e9;
   m.shm.beta = 1.0 / 3.0 * 1e10;
   m.gamma = 0.1 / 7;
   m.source = "measured";
@@ -406,6 +408,10 @@ TEST(TunerModel, JsonRoundTripIsExact) {
   EXPECT_EQ(back.shm_ring_bytes, m.shm_ring_bytes);
   EXPECT_EQ(back.shm_ring_full_bytes, m.shm_ring_full_bytes);
   EXPECT_EQ(back.single_copy_read_bytes, m.single_copy_read_bytes);
+  EXPECT_EQ(back.memory_copy, m.memory_copy);
+  // A model written before the copy through memory was measured: not measured.
+  EXPECT_EQ(tuner::model_from_json("{\"cores\": 2}").memory_copy, 0);
+  EXPECT_THROW(tuner::model_from_json("{\"memory_copy_s_per_byte\": -1}"), Error);
   // A model written before the kernel read was measured: not measured.
   EXPECT_EQ(tuner::model_from_json("{\"cores\": 2}").single_copy_read_bytes, 0u);
   EXPECT_THROW(tuner::model_from_json("{\"single_copy_read_bytes\": -1}"), Error);

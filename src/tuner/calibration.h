@@ -52,8 +52,11 @@ void write_calibration_cache(const std::string& path, const CostModel& m, bool h
 // `latency`: the part that went at `burst_rate` rather than at `sustained`; at least a packet,
 // at most `bytes` (the whole message rode the burst).
 double burst_from_turn(size_t bytes, double seconds, double latency, double burst_rate, double sustained);
-// gamma and copy from timing the kernels on this core.
+// gamma, copy and memory_copy from timing the kernels on this core.
 void measure_local(CostModel& m);
+// CostModel::memory_copy: seconds per byte of a memcpy between buffers beyond the caches; 0 when
+// the memory cannot be had.
+double measure_memory_copy();
 // CostModel::single_copy_read_bytes: the smallest of 16 KiB, 32 KiB, ... 4 MiB from which a
 // kernel read (process_vm_readv) costs at most what the slots would, every larger size within a
 // quarter more; 16 MiB when none does, 0 when the kernel refuses the read.

@@ -68,6 +68,7 @@ std::string to_json(const CostModel& m) {
   j["tcp"] = link_json(m.tcp);
   j["gamma_s_per_byte"] = m.gamma;
   j["copy_s_per_byte"] = m.copy;
+  j["memory_copy_s_per_byte"] = m.memory_copy;
   j["overhead_fraction"] = m.overhead_fraction;
   j["slice_bytes"] = m.slice_bytes;
   j["shm_ring_bytes"] = m.shm_ring_bytes;
@@ -100,6 +101,14 @@ CostModel model_from_json(const std::string& text) {
   m.tcp = link_from(j, "tcp", m.tcp);
   if (j.contains("gamma_s_per_byte")) m.gamma = positive(j, "gamma_s_per_byte", "model");
   if (j.contains("copy_s_per_byte")) m.copy = positive(j, "copy_s_per_byte", "model");
+  // Absent (a model written before it was measured): not measured.
+  if (j.contains("memory_copy_s_per_byte")) {
+    const auto& v = j.at("memory_copy_s_per_byte");
+    if (!v.is_number() || v.get<double>() < 0) {
+      throw_error(ErrorCode::invalid_argument, "cost model: 'memory_copy_s_per_byte' must be seconds per byte (0: not measured)");
+    }
+    m.memory_copy = v.get<double>();
+  }
   if (j.contains("overhead_fraction")) m.overhead_fraction = positive(j, "overhead_fraction", "model");
   if (j.contains("slice_bytes")) m.slice_bytes = byte_count(j, "slice_bytes");
   if (j.contains("shm_ring_bytes")) m.shm_ring_bytes = byte_count(j, "shm_ring_bytes");
@@ -144,9 +153,9 @@ std::string to_table(const CostModel& m) {
                        known(l.skew, 1e6, "{:.1f}"));
   }
   auto rate = [](double s_per_byte) { return s_per_byte > 0 ? fmt::format("{:.3f} GB/s", 1e-9 / s_per_byte) : std::string("free"); };
-  out += fmt::format("  gamma (reduce) {}, copy {}, slice {} B, shm rings {} B, extra message {:.2f} alpha, cores {}, "
+  out += fmt::format("  gamma (reduce) {}, copy {} (through memory {}), slice {} B, shm rings {} B, extra message {:.2f} alpha, cores {}, "
                      "single copy from {}\n",
-                     rate(m.gamma), rate(m.copy), m.slice_bytes, m.shm_ring_bytes, m.overhead_fraction,
+                     rate(m.gamma), rate(m.copy), m.memory_copy > 0 ? rate(m.memory_copy) : std::string("-"), m.slice_bytes, m.shm_ring_bytes, m.overhead_fraction,
                      m.cores > 0 ? std::to_string(m.cores) : std::string("-"),
                      m.single_copy_read_bytes > 0 ? fmt::format("{} B a read", m.single_copy_read_bytes) : std::string("-"));
   return out;

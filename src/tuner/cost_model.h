@@ -54,6 +54,10 @@ struct CostModel {
   LinkCost tcp{25e-6, 1.2e9, 1.2e9};
   double gamma = 1.0 / 10e9;     // seconds per byte reduced (dst bytes of a receive-and-reduce)
   double copy = 1.0 / 12e9;      // seconds per byte of a local copy
+  // Seconds per byte of a copy between buffers larger than the caches (measure_local, one core);
+  // 0: not measured. What a stream's message costs the processor at each end
+  // (predict.cc's Conn::streamed).
+  double memory_copy = 0;
   double overhead_fraction = 0.5;  // each further message of a rank in one step costs this * alpha
                                    // of CPU time that does not overlap with the others (when the
                                    // link's cpu is not measured)

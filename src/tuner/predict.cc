@@ -63,6 +63,9 @@ struct Conn {
   // Of the bytes, those the receiving end takes without a copy: a stream's reduced on arrival
   // through a shared-memory ring that holds many calls (Evaluator::reduces_from_ring).
   double uncopied = 0;
+  // Of the others, those a stream moves through such a ring: each end copies them at the rate
+  // of a copy through memory (Evaluator::streams_through_ring).
+  double streamed = 0;
 };
 
 struct StepTotals {
@@ -262,12 +265,14 @@ class Evaluator {
         (cls == LinkClass::shm ? ri.uses_shm : ri.uses_tcp) = true;
         const uint64_t key = conn_key(a.peer, a.channel, out);
         const double uncopied = a.kind == ActionKind::recv_reduce && reduces_from_ring(cls, b) ? b : 0;
+        const double streamed_bytes = uncopied == 0 && streams_through_ring(cls, b) ? b : 0;
         if (Conn* c = find_conn(ri.conns, from, conn_index, key, a)) {
           c->bytes += b;
           c->uncopied += uncopied;
+          c->streamed += streamed_bytes;
         } else {
           if (!conn_index.empty()) conn_index.emplace(key, ri.conns.size());
-          ri.conns.push_back({a.peer, a.channel, out, cls, b, uncopied});
+          ri.conns.push_back({a.peer, a.channel, out, cls, b, uncopied, streamed_bytes});
         }
         if (cls == LinkClass::tcp) (out ? sp.tcp_out : sp.tcp_in) += b;
       }
@@ -378,6 +383,17 @@ class Evaluator {
   // cores at 4-16 MiB: the chain and the tree 1.4-1.8x slower than shm-direct).
   bool reduces_from_ring(LinkClass cls, double bytes) const {
     return streamed && cls == LinkClass::shm && ring_runs_ahead(bytes);
+  }
+  // A stream's message through a shared-memory ring that holds many calls of it costs each end
+  // the processor time of a copy through memory (CostModel::memory_copy, where measured), not
+  // the calibrated cpu_byte, fitted to round trips of 8 B and 4 KiB messages that wait for each
+  // other. Measured on 8 ranks of one host of 2 cores (a 2-core EPYC VM), back to back, wall
+  // time per call over 2000 calls: a Broadcast's chain 12, 16, 49, 85 and 154 us at 4, 16, 64,
+  // 128 and 256 KiB (shm-direct 36, 41, 62, 69, 96), a Reduce's 76 and 228 at 64 and 256 KiB
+  // (shm-direct 203, 326): about 1.2 us and a copy at 13 GB/s per message end, where memcpy
+  // through memory measured 13.5 GB/s and cpu_byte 4.2 GB/s.
+  bool streams_through_ring(LinkClass cls, double bytes) const {
+    return m_.memory_copy > 0 && reduces_from_ring(cls, bytes);
   }
   static bool only_shm(std::span<const Conn> conns) {
     return std::all_of(conns.begin(), conns.end(), [](const Conn& c) { return c.cls == LinkClass::shm; });

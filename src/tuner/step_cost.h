@@ -60,14 +60,14 @@ double step_price(std::span<const Conn> conns, double host_tcp_out, double host_
 }
 
 // The processor time of a rank's step: each transfer's message and the bytes it copies at this
-// end (the class's cpu and cpu_byte; a Conn's `uncopied` bytes cost none, predict.cc), and the
-// local work.
+// end (the class's cpu and cpu_byte; a Conn's `uncopied` bytes cost none, its `streamed` ones a
+// copy through memory, predict.cc), and the local work.
 template <class Conn>
 double step_demand(std::span<const Conn> conns, double local_seconds, const CostModel& m) {
   double t = local_seconds;
   for (const Conn& c : conns) {
     const LinkCost& l = m.link(c.cls);
-    t += l.cpu + (c.bytes - c.uncopied) * l.cpu_byte;
+    t += l.cpu + (c.bytes - c.uncopied - c.streamed) * l.cpu_byte + c.streamed * m.memory_copy;
   }
   return t;
 }
