@@ -187,18 +187,18 @@ TEST(DirectScheduleChecker, SingleCopyThresholdsFollowTheMeasuredKernelRead) {
   EXPECT_EQ(defaults.single_copy_bytes, 64 * K);
   EXPECT_EQ(defaults.single_copy_alltoall_bytes, 4 * K * 2 * 2);
   EXPECT_EQ(detail::direct_tunables(2, 16 * K).single_copy_bytes, 64 * K);  // never below the defaults
-  const auto& slow_read = detail::direct_tunables(2, 256 * K);
-  EXPECT_EQ(slow_read.single_copy_bytes, 512 * K);
-  EXPECT_EQ(slow_read.single_copy_alltoall_bytes, 128 * K * 2);  // blocks of half the read
-  EXPECT_EQ(detail::direct_tunables(8, 256 * K).single_copy_alltoall_bytes, 128 * K * 8);
-  EXPECT_EQ(detail::direct_tunables(8, 64 * K).single_copy_alltoall_bytes, 4 * K * 8 * 8);  // the defaults' own
+  const auto& slow_read = detail::direct_tunables(2, 512 * K);
+  EXPECT_EQ(slow_read.single_copy_bytes, 1024 * K);
+  EXPECT_EQ(slow_read.single_copy_alltoall_bytes, 128 * K * 2);  // blocks of a quarter of the read
+  EXPECT_EQ(detail::direct_tunables(8, 512 * K).single_copy_alltoall_bytes, 128 * K * 8);
+  EXPECT_EQ(detail::direct_tunables(8, 128 * K).single_copy_alltoall_bytes, 4 * K * 8 * 8);  // the defaults' own
   EXPECT_EQ(slow_read.single_copy_allreduce_bytes, defaults.single_copy_allreduce_bytes);
   EXPECT_EQ(slow_read.registered_bytes, defaults.registered_bytes);
   ::setenv("HOOP_DIRECT_SINGLE_COPY_BYTES", "100K", 1);
-  const size_t set = detail::direct_tunables(3, 256 * K).single_copy_bytes;  // 3 ranks: not cached yet
+  const size_t set = detail::direct_tunables(3, 512 * K).single_copy_bytes;  // 3 ranks: not cached yet
   ::unsetenv("HOOP_DIRECT_SINGLE_COPY_BYTES");
   EXPECT_EQ(set, 100 * K);
-  EXPECT_EQ(detail::direct_tunables(3, 256 * K).single_copy_alltoall_bytes, 128 * K * 3);
+  EXPECT_EQ(detail::direct_tunables(3, 512 * K).single_copy_alltoall_bytes, 128 * K * 3);
 }
 
 // AllToAll by single copy: a rank in place would overwrite blocks its peers still read, so all

@@ -27,7 +27,7 @@ size_t elements_from(size_t bytes, size_t elem) { return (bytes + elem - 1) / el
 // The single-copy defaults were measured on an Intel Xeon, where single copy already won with
 // reads of 32 KiB (AllGather of 64 KiB on 2 ranks: 2.3-3x the slots), so they stand for a read
 // that pays from 32 KiB (the calibration's own measure of the read was not taken there). On an
-// AMD EPYC VM whose read pays from 256 KiB, the same defaults made AllGather, ReduceScatter,
+// AMD EPYC VM whose read pays from 256-512 KiB, the same defaults made AllGather, ReduceScatter,
 // Broadcast and AllToAll of 64-256 KiB 1.3-2x slower than the slots. Where the calibration
 // measured the read (CostModel::single_copy_read_bytes), the thresholds left unset move with it.
 constexpr size_t kDefaultsRead = 32 * 1024;
@@ -50,11 +50,12 @@ DirectTunables from_env(int nranks, size_t single_copy_read_bytes) {
   t.more_ranks_than_cores = cores > 0 && nranks > cores;
   t.single_copy_alltoall_bytes = params::bytes(params::Id::direct_single_copy_alltoall_bytes) * n * n;
   // AllToAll reads a block of S/N from each peer; where the read pays only from beyond the
-  // defaults' 32 KiB, from blocks of half the measured read. On the EPYC VM above (256 KiB):
-  // 2 ranks from 256 KiB (single copy at 64 KiB took 2x the slots' time), 8 from 1 MiB (where it
-  // is 1.2x faster than the slots; scaling N² by the read would wait for 2 MiB).
+  // defaults' 32 KiB, from blocks of a quarter of the measured read. On the EPYC VM above (512
+  // KiB): 2 ranks from 256 KiB (single copy at 64 KiB took 2x the slots' time), 4 from 512 KiB
+  // (1.25-1.4x faster than the slots there), 8 from 1 MiB (1.2x; scaling N² by the read would
+  // wait for 2 MiB, half the read a block for 2 MiB as well).
   if (read_scale > 1 && unset(params::Id::direct_single_copy_alltoall_bytes))
-    t.single_copy_alltoall_bytes = std::max<uint64_t>(t.single_copy_alltoall_bytes, single_copy_read_bytes / 2 * n);
+    t.single_copy_alltoall_bytes = std::max<uint64_t>(t.single_copy_alltoall_bytes, single_copy_read_bytes / 4 * n);
   t.single_copy_part_bytes =
       round_up(std::max<uint64_t>(params::bytes(params::Id::direct_single_copy_part_bytes), kLine), kLine);
   t.registered_bytes = params::bytes(params::Id::direct_registered_bytes);

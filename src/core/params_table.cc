@@ -85,7 +85,7 @@ constexpr std::array<Param, static_cast<size_t>(Id::count_)> kParams = {{
     {.id = Id::direct_single_copy_alltoall_bytes, .name = "HOOP_DIRECT_SINGLE_COPY_ALLTOALL_BYTES", .kind = K::size, .fallback = "4K",
      .doc = "shm-direct: AllToAll from this size times N² per rank (16K on 2 ranks, 256K on 8) reads "
             "peers' buffers with `process_vm_readv`; unset, where the calibrated kernel read pays only beyond 32K: "
-            "from blocks of half that read if later; 0 turns it off"},
+            "from blocks of a quarter of that read if later; 0 turns it off"},
     {.id = Id::direct_single_copy_part_bytes, .name = "HOOP_DIRECT_SINGLE_COPY_PART_BYTES", .kind = K::size, .fallback = "1M",
      .doc = "shm-direct: bytes read per peer and `process_vm_readv` call (whole cache lines)"},
     {.id = Id::direct_registered_bytes, .name = "HOOP_DIRECT_REGISTERED_BYTES", .kind = K::size, .fallback = "1M",

@@ -228,22 +228,29 @@ size_t measure_single_copy_read() {
   constexpr int kTrials = 7;
   std::vector<std::byte> from(kLargest, std::byte{1}), to(kLargest, std::byte{2}), slot(kLargest, std::byte{3});
   const pid_t self = ::getpid();
-  double ratio[kSizes];  // the read's time over the two copies', the fastest of each
-  for (size_t k = 0; k < kSizes; ++k) {
-    const size_t bytes = kLadder[k];
-    double read = 1e30, copies = 1e30;
-    for (int i = 0; i < kTrials; ++i) {
+  // The fastest of each, the sizes taking turns: run size after size, a slow spell of a few
+  // milliseconds (other work on the machine) covered every trial of one or two sizes and put
+  // the crossover at 1 MiB in one calibration where five more gave 256 or 512 KiB; single copy
+  // then came from 2 MiB, and AllGather, Broadcast and AllToAll of 1 MiB on 2 and 4 ranks ran
+  // 1.2-1.6x slower on the slots.
+  double read[kSizes], copies[kSizes];
+  std::fill(std::begin(read), std::end(read), 1e30);
+  std::fill(std::begin(copies), std::end(copies), 1e30);
+  for (int i = 0; i < kTrials; ++i) {
+    for (size_t k = 0; k < kSizes; ++k) {
+      const size_t bytes = kLadder[k];
       iovec local{to.data(), bytes}, remote{from.data(), bytes};
       auto t0 = Clock::now();
       if (::process_vm_readv(self, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(bytes)) return 0;
-      read = std::min(read, seconds(Clock::now() - t0));
+      read[k] = std::min(read[k], seconds(Clock::now() - t0));
       t0 = Clock::now();
       std::memcpy(slot.data(), from.data(), bytes);
       std::memcpy(to.data(), slot.data(), bytes);
-      copies = std::min(copies, seconds(Clock::now() - t0));
+      copies[k] = std::min(copies[k], seconds(Clock::now() - t0));
     }
-    ratio[k] = read / copies;
   }
+  double ratio[kSizes];  // the read's time over the two copies'
+  for (size_t k = 0; k < kSizes; ++k) ratio[k] = read[k] / copies[k];
   // The smallest size that pays whose larger sizes all pay within the slack.
   for (size_t k = 0; k < kSizes; ++k) {
     if (ratio[k] > kSlotsOverCopies) continue;
