@@ -130,6 +130,37 @@ TEST(TunerModel, PipelineFillIsPaidOncePerRank) {
   EXPECT_NEAR(p.seconds, hop + 2 * message, 1e-12);
 }
 
+
+TEST(TunerModel, AForwardedSendWaitsOnlyForTheReceiveItForwards) {
+  // Rank 2 hears from rank 1 (which forwards rank 0's message) and from rank 4, and forwards
+  // one of the two to rank 3. Rank 3 waits one hop when it gets rank 4's message, two when it
+  // gets rank 0's: not two either way (a tree's rank hears from its parents in both trees and
+  // forwards to children in one).
+  const auto topo = schedule::Topology::single_host(5);
+  const LinkView links{&topo, LinkView::Force::none};
+  const size_t n = 1 << 20;
+  auto ranks = [&](int forwarded) {
+    std::vector<RankSchedule> r(5);
+    r[0] = one_step({schedule::send_to(1, elems(n))});
+    r[1] = one_step({schedule::recv_copy_from(0, Range{Buf::recv, 0, n}), schedule::send_to(2, Range{Buf::recv, 0, n}, 0)});
+    r[4] = one_step({schedule::send_to(2, elems(n))});
+    r[2] = one_step({schedule::recv_copy_from(1, Range{Buf::recv, 0, n}), schedule::recv_copy_from(4, Range{Buf::recv, n, n}),
+                     schedule::send_to(3, Range{Buf::recv, static_cast<size_t>(forwarded) * n, n}, forwarded)});
+    r[3] = one_step({schedule::recv_copy_from(2, Range{Buf::recv, 0, n})});
+    return r;
+  };
+  const double hop = 1e-6 + 262144 / 1e9;
+  auto rank3 = [&](int forwarded) {
+    const auto p = tuner::predict_schedules(ranks(forwarded), 4, links, round_model());
+    for (const auto& [r, t] : p.rank_seconds) {
+      if (r == 3) return t;
+    }
+    return -1.0;
+  };
+  const double via_rank4 = rank3(1), via_rank1 = rank3(0);
+  EXPECT_NEAR(via_rank1 - via_rank4, hop, 1e-12);
+  EXPECT_NEAR(via_rank4, 1e-6 + 4.0 * n / 1e9 + hop, 1e-12);
+}
 TEST(TunerModel, TcpRanksOfOneHostShareItsNic) {
   // Hosts {0,1} and {2,3}: ranks 0 and 1 both send to the other host in the same step.
   schedule::Topology topo;

@@ -99,9 +99,9 @@ struct RankInfo {
   // A send that forwards a receive (Action::after), by send_key.
   struct Relay {
     uint64_t key;
-    int step;
-    double hop;    // one slice through the receive it forwards
-    double bytes;  // the receive it forwards
+    uint32_t feed;  // the receive it forwards, an index into recvs
+    double hop;     // one slice through that receive
+    double bytes;   // that receive's bytes
   };
   std::vector<Conn> conns;
   std::vector<uint32_t> conn_begin{0};
@@ -112,7 +112,7 @@ struct RankInfo {
   std::vector<uint64_t> opening_sends;  // send_key of each send of step 0, sorted
   bool forwards = false;      // has a send with `after`
   bool uses_shm = false, uses_tcp = false;  // has connections of the class
-  std::vector<double> lag;    // memo, -1 unknown
+  std::vector<double> recv_lag;  // per receive (memo, -1 unknown): see Evaluator::recv_lag
 
   size_t nsteps() const { return totals.size(); }
   std::span<const Conn> step_conns(size_t k) const {
@@ -232,17 +232,19 @@ class Evaluator {
     ri.totals.resize(nsteps);
     ri.conn_begin.reserve(nsteps + 1);
     ri.recv_begin.reserve(nsteps + 1);
-    ri.lag.assign(nsteps, -1);
     auto& ordinal = ordinal_;
+    auto& recv_of_action = recv_of_action_;
     for (size_t k = 0; k < nsteps; ++k) {
       StepTotals& sp = ri.totals[k];
       const size_t from = ri.conns.size();
       conn_index.clear();
       ordinal.clear();
+      recv_of_action.clear();
       bool synced = false;  // a step of shared-region actions pays one synchronisation
       for (const Action& a : sched.steps[k].actions) {
         const bool out = a.kind == ActionKind::send;
         const bool in = is_recv(a.kind);
+        recv_of_action.push_back(kNoRecv);
         if (schedule::is_region_action(a.kind)) {
           ordinal.push_back(0);
           sp.local_seconds += region_action_seconds(a, r, bytes(a.kind == ActionKind::write ? a.src : a.dst), m_, synced);
@@ -256,7 +258,10 @@ class Evaluator {
         if (a.after >= 0) ri.forwards = true;
         const uint32_t ord = counter[conn_key(a.peer, a.channel, out)]++;
         ordinal.push_back(ord);
-        if (in && a.peer >= 0 && a.peer < n_) ri.recvs.push_back({a.peer, a.channel, ord});
+        if (in && a.peer >= 0 && a.peer < n_) {
+          recv_of_action.back() = static_cast<uint32_t>(ri.recvs.size());
+          ri.recvs.push_back({a.peer, a.channel, ord});
+        }
         if (out && k == 0) ri.opening_sends.push_back(send_key(a.peer, a.channel, ord));
         const double b = out ? bytes(a.src) : bytes(a.dst);
         if (a.kind == ActionKind::recv_reduce) sp.local_seconds += b * m_.gamma;
@@ -279,8 +284,9 @@ class Evaluator {
       sp.waits_on_peer_flag = synced;
       ri.conn_begin.push_back(static_cast<uint32_t>(ri.conns.size()));
       ri.recv_begin.push_back(static_cast<uint32_t>(ri.recvs.size()));
-      index_relays(r, sched.steps[k].actions, ordinal, static_cast<int>(k), ri);
+      index_relays(r, sched.steps[k].actions, ordinal, recv_of_action, ri);
     }
+    ri.recv_lag.assign(ri.recvs.size(), -1);
     std::sort(ri.relays.begin(), ri.relays.end(),
               [](const RankInfo::Relay& x, const RankInfo::Relay& y) { return x.key < y.key; });
     std::sort(ri.opening_sends.begin(), ri.opening_sends.end());
@@ -305,18 +311,20 @@ class Evaluator {
     return true;
   }
 
-  // The sends of step k that forward a receive, with the time one slice takes through it.
-  void index_relays(int r, const std::vector<Action>& actions, const std::vector<uint32_t>& ordinal, int k,
-                    RankInfo& ri) const {
+  // The sends of a step that forward a receive, with the time one slice takes through it.
+  void index_relays(int r, const std::vector<Action>& actions, const std::vector<uint32_t>& ordinal,
+                    const std::vector<uint32_t>& recv_of_action, RankInfo& ri) const {
     for (size_t i = 0; i < actions.size(); ++i) {
       const Action& send = actions[i];
       if (send.kind != ActionKind::send || send.after < 0) continue;
+      const uint32_t feed_recv = recv_of_action[static_cast<size_t>(send.after)];
+      if (feed_recv == kNoRecv) continue;
       const Action& feed = actions[static_cast<size_t>(send.after)];
       const double piece = std::min(static_cast<double>(m_.slice_bytes), bytes(feed.dst));
       const LinkCost& l = m_.link(links_.between(feed.peer, r));
       const double reduce = feed.kind == ActionKind::recv_reduce ? piece * m_.gamma : 0;
       const double hop = l.alpha + l.transfer_seconds(piece) + reduce;
-      ri.relays.push_back({send_key(send.peer, send.channel, ordinal[i]), k, hop, bytes(feed.dst)});
+      ri.relays.push_back({send_key(send.peer, send.channel, ordinal[i]), feed_recv, hop, bytes(feed.dst)});
     }
   }
 
@@ -473,31 +481,44 @@ class Evaluator {
   }
 
   // Extra wait of step k of rank r for senders that forward what they receive: the pipeline
-  // upstream fills one slice per hop.
+  // upstream fills one slice per hop. The latest of the step's receives.
   double lag(int r, int k) {
     if (!relay_analysis) return 0;
+    const RankInfo& ri = info(r);
+    double worst = 0;
+    for (uint32_t i = ri.recv_begin[static_cast<size_t>(k)]; i < ri.recv_begin[static_cast<size_t>(k) + 1]; ++i) {
+      worst = std::max(worst, recv_lag(r, i));
+    }
+    return worst;
+  }
+
+  // The fill of r's i-th receive: nothing unless its sender forwards it from a receive of its
+  // own (Action::after), then that receive's fill and one slice through the hop. A send
+  // forwards one receive, and the engine moves each slice on as it lands: another receive of
+  // the sender's step (a tree's rank hears from its parents in both trees, or from one child
+  // for this chunk and the other for the next) does not hold it up. (Taking the step's latest
+  // receive instead chained the two trees into each other: at 65,536 ranks a one-chunk tree
+  // AllReduce was priced 13.4 ms, where its 17 steps and a hop per level each way come to 0.48.)
+  double recv_lag(int r, uint32_t i) {
     RankInfo& ri = info(r);
-    double& memo = ri.lag[static_cast<size_t>(k)];
+    double& memo = ri.recv_lag[i];
     if (memo >= 0) return memo;
     memo = 0;  // breaks cycles
-    double worst = 0;
-    for (const RankInfo::Recv& a : ri.step_recvs(static_cast<size_t>(k))) {
-      RankInfo& pi = info(a.peer);
-      if (!pi.forwards) continue;
-      const uint64_t want = send_key(r, a.channel, a.ordinal);
-      auto it = std::lower_bound(pi.relays.begin(), pi.relays.end(), want,
-                                 [](const RankInfo::Relay& relay, uint64_t key) { return relay.key < key; });
-      if (it == pi.relays.end() || it->key != want) continue;
-      // In a stream, a hop fills while the calls before it drain: its sender hands the message
-      // to the kernel or the ring and returns. Within a host, where the ranks share the cores,
-      // only while the ring holds many calls' messages (ring_runs_ahead): with fewer, the
-      // chain's ranks wait for each other's turns on the cores as in one call.
-      const bool hidden = streamed && (links_.between(a.peer, r) == LinkClass::tcp || !contended(a.peer) ||
-                                       ring_runs_ahead(it->bytes));
-      worst = std::max(worst, lag(a.peer, it->step) + (hidden ? 0 : it->hop + forwarder_handoff(a.peer, r)));
-    }
-    ri.lag[static_cast<size_t>(k)] = worst;
-    return worst;
+    const RankInfo::Recv a = ri.recvs[i];
+    RankInfo& pi = info(a.peer);
+    if (!pi.forwards) return 0;
+    const uint64_t want = send_key(r, a.channel, a.ordinal);
+    auto it = std::lower_bound(pi.relays.begin(), pi.relays.end(), want,
+                               [](const RankInfo::Relay& relay, uint64_t key) { return relay.key < key; });
+    if (it == pi.relays.end() || it->key != want) return 0;
+    // In a stream, a hop fills while the calls before it drain: its sender hands the message
+    // to the kernel or the ring and returns. Within a host, where the ranks share the cores,
+    // only while the ring holds many calls' messages (ring_runs_ahead): with fewer, the
+    // chain's ranks wait for each other's turns on the cores as in one call.
+    const bool hidden = streamed && (links_.between(a.peer, r) == LinkClass::tcp || !contended(a.peer) ||
+                                     ring_runs_ahead(it->bytes));
+    memo = recv_lag(a.peer, it->feed) + (hidden ? 0 : it->hop + forwarder_handoff(a.peer, r));
+    return memo;
   }
 
   int n_;
@@ -515,6 +536,8 @@ class Evaluator {
   std::unordered_map<uint64_t, uint32_t> counter_;
   std::unordered_map<uint64_t, size_t> conn_index_;
   std::vector<uint32_t> ordinal_;
+  std::vector<uint32_t> recv_of_action_;  // per action of a step: its index in recvs, or kNoRecv
+  static constexpr uint32_t kNoRecv = UINT32_MAX;
 };
 
 // Up to `limit` ranks of `all`: first, last and evenly spread.
