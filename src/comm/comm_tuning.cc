@@ -25,6 +25,11 @@ namespace {
 constexpr size_t kRememberedChoices = 4096;
 // How long a wait spins before it sleeps while the calibration times a TCP link.
 constexpr std::chrono::microseconds kLinkTimingSpin{5000};
+// The spin of ranks that do not outnumber the cores (HOOP_SPIN_US, else its default): the
+// calibration's pinned pair spins that long whatever the job's size.
+std::chrono::microseconds uncontended_spin() {
+  return std::chrono::microseconds(params::integer(params::Id::spin_us));
+}
 
 // CalibrationPartners::hosts_share_one_machine, the same on every rank (from the peer table).
 bool hosts_share_one_machine(const std::vector<PeerInfo>& peers) {
@@ -52,8 +57,12 @@ void CommImpl::calibrate(Communicator& self) {
   // ranks create communicators in the same order).
   const int64_t n = job_->store->add(fmt::format("hoop/tuner/created/{}", rank_), 1);
   const auto model = tuner::agree_on_model(self, *job_->store, fmt::format("hoop/tuner/{}/", n), partners,
-                                           peers_[0].host_id, [this](bool on) {
-                                             p2p_->set_spin_floor(on ? kLinkTimingSpin : std::chrono::microseconds(0));
+                                           peers_[0].host_id, [this](tuner::TimingWait w) {
+                                             using W = tuner::TimingWait;
+                                             p2p_->set_spin_floor(w == W::spin   ? kLinkTimingSpin
+                                                                  : w == W::hold ? uncontended_spin()
+                                                                                 : std::chrono::microseconds(0));
+                                             p2p_->set_spin_holds_core(w == W::hold);
                                            });
   job_->cost_model = std::make_shared<const tuner::CostModel>(model);
   // Over a shaped link, send and receive buffers of 2 ms at its sustained rate

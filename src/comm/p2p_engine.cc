@@ -254,7 +254,7 @@ void P2pEngine::drive(const Done& done) {
     }
     const TimePoint now = Clock::now();
     if (now - last_move < std::max(cfg_.spin, std::chrono::microseconds(spin_floor_us_.load(std::memory_order_relaxed)))) {
-      engine::spin_once(cfg_);
+      engine::spin_once(cfg_, spin_holds_core_.load(std::memory_order_relaxed));
       continue;
     }
     // The listener, when no receive waits for a TCP peer that has not connected, is looked at

@@ -78,6 +78,9 @@ class P2pEngine {
   // While set, a wait spins at least this long before it sleeps (the calibration's timing of a
   // link: a sleeping receiver would time its own wake-up with the link).
   void set_spin_floor(std::chrono::microseconds floor) { spin_floor_us_.store(floor.count(), std::memory_order_relaxed); }
+  // While set, a wait's spin keeps the core, even where the ranks outnumber the cores (the
+  // calibration's pair pinned to one core: tuner::TimingWait::hold).
+  void set_spin_holds_core(bool on) { spin_holds_core_.store(on, std::memory_order_relaxed); }
 
   struct Op;
   struct Group;
@@ -127,6 +130,7 @@ class P2pEngine {
   std::unique_ptr<Counters[]> counters_;
   std::atomic<uint64_t> ops_done_{0};
   std::atomic<int64_t> spin_floor_us_{0};  // set_spin_floor
+  std::atomic<bool> spin_holds_core_{false};  // set_spin_holds_core
 
   // Shared with posting threads (mu_).
   std::mutex mu_;

@@ -55,8 +55,8 @@ EngineConfig config_from_env(int machine_ranks) {
   return cfg;
 }
 
-void spin_once(const EngineConfig& cfg) {
-  if (cfg.yield_while_spinning) ::sched_yield();
+void spin_once(const EngineConfig& cfg, bool hold) {
+  if (cfg.yield_while_spinning && !hold) ::sched_yield();
   else for (int k = 0; k < 64; ++k) __builtin_ia32_pause();
 }
 

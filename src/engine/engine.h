@@ -83,8 +83,9 @@ struct EngineConfig {
 inline constexpr int64_t kOversubscribedNetworkSpinUs = 1000;
 inline constexpr int64_t kOversubscribedLinkSpinUs = 20;
 
-// One round of busy-waiting: yields the core when oversubscribed, else a few pause instructions.
-void spin_once(const EngineConfig& cfg);
+// One round of busy-waiting: yields the core when oversubscribed (unless `hold`), else a few
+// pause instructions.
+void spin_once(const EngineConfig& cfg, bool hold = false);
 
 // Default configuration from HOOP_SLICE_BYTES / HOOP_SPIN_US and whether the ranks running on
 // this machine (`machine_ranks`, separate hosts of a lab included) outnumber its cores.

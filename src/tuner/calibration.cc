@@ -48,7 +48,7 @@ constexpr int kTurnTrips = 3;
 
 // The cache's layout and what it measures; a cache of another format is measured again (one
 // written before the processor figures or the burst existed would leave them unmeasured).
-constexpr int kCacheFormat = 9;  // 9: a copy through memory (memory_copy)
+constexpr int kCacheFormat = 10;  // 9: a copy through memory (memory_copy); 10: the shm pair holds its core
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -109,20 +109,20 @@ double stream_rate(Communicator& comm, int partner, std::vector<uint8_t>& buf) {
 
 enum class PairKind { shared_memory, loopback, network };
 
-// While alive, the communicator's waits spin (agree_on_model's spin_while_timing, if any).
-class Spinning {
+// While alive, the communicator's waits behave as `mode` says (agree_on_model's set_wait, if any).
+class TimedWaits {
  public:
-  explicit Spinning(const std::function<void(bool)>& set) : set_(set) {
-    if (set_) set_(true);
+  TimedWaits(const std::function<void(TimingWait)>& set, TimingWait mode) : set_(set) {
+    if (set_) set_(mode);
   }
-  ~Spinning() {
-    if (set_) set_(false);
+  ~TimedWaits() {
+    if (set_) set_(TimingWait::as_configured);
   }
-  Spinning(const Spinning&) = delete;
-  Spinning& operator=(const Spinning&) = delete;
+  TimedWaits(const TimedWaits&) = delete;
+  TimedWaits& operator=(const TimedWaits&) = delete;
 
  private:
-  const std::function<void(bool)>& set_;
+  const std::function<void(TimingWait)>& set_;
 };
 
 // alpha and beta of the link between rank 0 and `partner` (only rank 0's result means anything).
@@ -332,7 +332,7 @@ void write_calibration_cache(const std::string& path, const CostModel& m, bool h
 
 CostModel agree_on_model(Communicator& comm, Store& store, const std::string& key_prefix,
                          const CalibrationPartners& partners, const std::string& host_id,
-                         const std::function<void(bool)>& spin_while_timing) {
+                         const std::function<void(TimingWait)>& set_wait) {
   const std::string plan_key = key_prefix + "plan", model_key = key_prefix + "model";
   std::string plan;
   CostModel model;
@@ -369,11 +369,19 @@ CostModel agree_on_model(Communicator& comm, Store& store, const std::string& ke
     // shm-direct and the links on one host were measured with it.
     if (partners.shm >= 0 && shm_role) {
       model.shm = measure_pair(comm, partners.shm, model.shm, PairKind::shared_memory);
+      // The pinned pair keeps the core while it spins, as 2 ranks on 2 cores do, in a job of
+      // any size: its waits had yielded in jobs of more ranks than cores and not in others, and
+      // the one cache of a host held 0.30 us a message and a 5.2 us hand-over or 1.8 and 20
+      // after whichever job calibrated it. Measured side by side (bench/compare/ab, one build,
+      // the two caches), the latter priced 4- and 8-rank jobs' choices better: AllReduce on 8
+      // ranks 1.7-2.0x faster at 1-16 KiB (shm-direct, not the leaders), on 4 ranks 1.4x at 16
+      // KiB, no cell of 144 slower than 0.95.
+      const TimedWaits holding(set_wait, TimingWait::hold);
       measure_processor(comm, partners.shm, model.shm);  // a host is on one machine
     }
     if (partners.tcp >= 0 && tcp_role) {
       {
-        const Spinning spinning(spin_while_timing);
+        const TimedWaits spinning(set_wait, TimingWait::spin);
         model.tcp = measure_pair(comm, partners.tcp, model.tcp,
                                  partners.tcp_loopback ? PairKind::loopback : PairKind::network);
       }

@@ -36,11 +36,17 @@ struct CalibrationPartners {
 // Collective over `comm` (every rank calls it, in the same order as other creations on this
 // store). `host_id` is rank 0's host id (the cache key); `key_prefix` a store prefix unique to
 // the job. Returns the model on every rank.
-// `spin_while_timing(true)` before the timing of a link, `(false)` after: the communicator's
-// waits then spin instead of sleeping (see measure_pair).
+// How the communicator's waits behave while the calibration times something (agree_on_model's
+// `set_wait`, called before and after each timing): spinning long before they sleep (a link's
+// timing: a receiver asleep when a message lands would time its own wake-up with the link),
+// or holding the core for the spin of ranks that do not outnumber the cores, without yielding
+// it (the shared-memory pair of measure_processor, pinned to one core, the same in a job of
+// any size; see agree_on_model).
+enum class TimingWait { as_configured, spin, hold };
+
 CostModel agree_on_model(Communicator& comm, Store& store, const std::string& key_prefix,
                          const CalibrationPartners& partners, const std::string& host_id,
-                         const std::function<void(bool)>& spin_while_timing = {});
+                         const std::function<void(TimingWait)>& set_wait = {});
 
 // Rank 0's pieces, public for tests and tools.
 std::string calibration_cache_path(const std::string& host_id);
