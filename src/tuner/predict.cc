@@ -396,10 +396,12 @@ class Evaluator {
   // the processor time of a copy through memory (CostModel::memory_copy, where measured), not
   // the calibrated cpu_byte, fitted to round trips of 8 B and 4 KiB messages that wait for each
   // other. Measured on 8 ranks of one host of 2 cores (a 2-core EPYC VM), back to back, wall
-  // time per call over 2000 calls: a Broadcast's chain 12, 16, 49, 85 and 154 us at 4, 16, 64,
-  // 128 and 256 KiB (shm-direct 36, 41, 62, 69, 96), a Reduce's 76 and 228 at 64 and 256 KiB
-  // (shm-direct 203, 326): about 1.2 us and a copy at 13 GB/s per message end, where memcpy
-  // through memory measured 13.5 GB/s and cpu_byte 4.2 GB/s.
+  // time per call over 4000 calls: a Broadcast's chain 6, 8, 25, 43 and 77 us at 4, 16, 64,
+  // 128 and 256 KiB (shm-direct 18, 21, 31, 35, 48), a Reduce's 38 and 114 at 64 and 256 KiB
+  // (shm-direct 102, 163): about 1 us and a copy at 26 GB/s per message end (the messages stay
+  // in the caches), where cpu_byte is 4.2 GB/s and memcpy through memory 13-17: the chain is
+  // priced up to twice what it takes, and still chosen up to 64-128 KiB and shm-direct beyond,
+  // about where the wall times cross (between 64 and 128 KiB).
   bool streams_through_ring(LinkClass cls, double bytes) const {
     return m_.memory_copy > 0 && reduces_from_ring(cls, bytes);
   }
