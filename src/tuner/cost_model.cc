@@ -101,14 +101,8 @@ CostModel model_from_json(const std::string& text) {
   m.tcp = link_from(j, "tcp", m.tcp);
   if (j.contains("gamma_s_per_byte")) m.gamma = positive(j, "gamma_s_per_byte", "model");
   if (j.contains("copy_s_per_byte")) m.copy = positive(j, "copy_s_per_byte", "model");
-  // Absent (a model written before it was measured): not measured.
-  if (j.contains("memory_copy_s_per_byte")) {
-    const auto& v = j.at("memory_copy_s_per_byte");
-    if (!v.is_number() || v.get<double>() < 0) {
-      throw_error(ErrorCode::invalid_argument, "cost model: 'memory_copy_s_per_byte' must be seconds per byte (0: not measured)");
-    }
-    m.memory_copy = v.get<double>();
-  }
+  // Absent (a model written before it was measured) or 0: not measured.
+  if (j.contains("memory_copy_s_per_byte")) m.memory_copy = positive(j, "memory_copy_s_per_byte", "model");
   if (j.contains("overhead_fraction")) m.overhead_fraction = positive(j, "overhead_fraction", "model");
   if (j.contains("slice_bytes")) m.slice_bytes = byte_count(j, "slice_bytes");
   if (j.contains("shm_ring_bytes")) m.shm_ring_bytes = byte_count(j, "shm_ring_bytes");
