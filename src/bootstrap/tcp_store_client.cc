@@ -395,7 +395,7 @@ class TcpStoreClient final : public bootstrap::TimedStore {
 
   StoreResponse receive(Connection& c, TimePoint deadline, const char* op,
                         const std::string& key) {
-    constexpr size_t kChunk = 65536;
+    constexpr size_t kChunk = 16384;
     for (;;) {
       StoreResponse resp;
       size_t consumed = 0;
@@ -407,11 +407,14 @@ class TcpStoreClient final : public bootstrap::TimedStore {
         return resp;
       }
       if (st == ParseStatus::malformed) protocol_error(op, key, error);
-      const size_t old = c.in.size();
-      c.in.resize(old + kChunk);
-      ssize_t n = ::recv(c.fd, c.in.data() + old, kChunk, 0);
-      c.in.resize(old + static_cast<size_t>(std::max<ssize_t>(n, 0)));
-      if (n > 0) continue;
+      // Through a buffer on the stack: growing c.in by the chunk for each read would zero-fill
+      // it every time.
+      uint8_t chunk[kChunk];
+      ssize_t n = ::recv(c.fd, chunk, kChunk, 0);
+      if (n > 0) {
+        c.in.insert(c.in.end(), chunk, chunk + n);
+        continue;
+      }
       if (n == 0) connection_broken(op, key, "closed the connection");
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
         wait_ready(c, POLLIN, deadline, op, key);
