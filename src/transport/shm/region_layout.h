@@ -27,7 +27,7 @@ namespace hoop::transport::shm {
 
 inline constexpr size_t kRegionPage = 4096;
 inline constexpr uint64_t kRegionReady = 0x6e6f696765722d68ULL;  // "h-region"
-inline constexpr uint32_t kRegionVersion = 4;
+inline constexpr uint32_t kRegionVersion = 5;
 // PoisonBlock::state: 0 healthy, kPoisonWriting while the reason is written (as a link's), then
 // kRegionPoisoned.
 inline constexpr uint32_t kRegionPoisoned = 2;
@@ -99,7 +99,8 @@ struct alignas(kCacheLine) PoisonBlock {
 };
 
 struct RankControl {
-  alignas(kCacheLine) std::atomic<uint32_t> sleeping;  // owner: about to sleep on `wake`
+  // owner: about to sleep on `wake` until the peer it names publishes (RegionPort::sleeping_on)
+  alignas(kCacheLine) std::atomic<uint32_t> sleeping;
   std::atomic<int32_t> cpu;                             // owner: the CPU it last waited on
   int32_t pid;
   alignas(kCacheLine) std::atomic<uint32_t> wake;      // futex: peers bump it to wake the owner

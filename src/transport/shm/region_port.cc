@@ -108,10 +108,11 @@ void RegionPort::notify() noexcept {
   std::atomic_thread_fence(std::memory_order_seq_cst);
 #endif
   const int n = region_->nranks();
+  const uint32_t on_me = sleeping_on(rank_);
   for (int p = 0; p < n; ++p) {
     if (p == rank_) continue;
     RankControl& c = control(p);
-    if (c.sleeping.load(std::memory_order_relaxed) != 0) [[unlikely]] {
+    if (c.sleeping.load(std::memory_order_relaxed) == on_me) [[unlikely]] {
       c.wake.fetch_add(1, std::memory_order_seq_cst);
       Waiter::wake_shared(&c.wake);
     }
@@ -171,12 +172,12 @@ std::optional<CallSignature> RegionPort::peer_call(int peer) const {
 }
 
 template <class Ready>
-bool RegionPort::arm_until(Waiter& waiter, const Ready& ready) {
+bool RegionPort::arm_until(Waiter& waiter, int peer, const Ready& ready) {
   RankControl& me = control(rank_);
-  me.sleeping.store(1, std::memory_order_seq_cst);
+  me.sleeping.store(sleeping_on(peer), std::memory_order_seq_cst);
   const uint32_t wake = me.wake.load(std::memory_order_seq_cst);
   if (ready() || poisoned()) {
-    me.sleeping.store(0, std::memory_order_relaxed);
+    me.sleeping.store(kAwake, std::memory_order_relaxed);
     return false;
   }
   waiter.add_futex(&me.wake, wake, /*shared=*/true);
@@ -184,11 +185,11 @@ bool RegionPort::arm_until(Waiter& waiter, const Ready& ready) {
 }
 
 bool RegionPort::arm(Waiter& waiter, int peer, uint32_t flag) {
-  return arm_until(waiter, [&] { return seen(peer, flag_word(op_, flag)); });
+  return arm_until(waiter, peer, [&] { return seen(peer, flag_word(op_, flag)); });
 }
 
 bool RegionPort::arm_window(Waiter& waiter, int peer) {
-  return arm_until(waiter, [&] { return window_ready(peer); });
+  return arm_until(waiter, peer, [&] { return window_ready(peer); });
 }
 
 bool RegionPort::shares_cpu_with(int peer) {

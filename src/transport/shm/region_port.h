@@ -14,10 +14,13 @@
 // a wait. The largest word seen of each peer is kept, so a wait already known to be satisfied
 // costs no read of the peer's line.
 //
-// Sleeping is a Dekker handshake with the publishers: the sleeper raises `sleeping`, reads
-// `wake`, re-checks its condition and sleeps only if `wake` still holds what it read; a
-// publisher stores its flag, fences, and bumps `wake` of every peer whose `sleeping` is up. No
-// system call happens while the peers keep up, and no thread polls while idle.
+// Sleeping is a Dekker handshake with the publishers: the sleeper stores in `sleeping` which
+// peer it waits for, reads `wake`, re-checks its condition and sleeps only if `wake` still
+// holds what it read; a publisher stores its flag, fences, and bumps `wake` of every peer whose
+// `sleeping` names it. No system call happens while the peers keep up, and no thread polls
+// while idle. Only the publisher a sleeper waits for wakes it: a publish used to wake every
+// sleeping rank of the host, each to find, mostly, that its own peer had not published yet and
+// sleep again (on 128 ranks of 2 cores, up to 127 wake-ups a publish).
 #pragma once
 
 #include <sys/types.h>
@@ -112,7 +115,7 @@ class RegionPort {
   // Sleeping until `peer` reaches `flag` (see above). arm() returns false when it already has.
   bool arm(Waiter& waiter, int peer, uint32_t flag);
   bool arm_window(Waiter& waiter, int peer);
-  void disarm() { control(rank_).sleeping.store(0, std::memory_order_relaxed); }
+  void disarm() { control(rank_).sleeping.store(kAwake, std::memory_order_relaxed); }
   // Whether a spinning wait on `peer` should give its core away: the peer last waited on this
   // rank's CPU (the scheduler put both there), so every spin delays the very write awaited.
   bool shares_cpu_with(int peer);
@@ -123,6 +126,9 @@ class RegionPort {
 
  private:
   RankControl& control(int r) const { return region_->control(r); }
+  // RankControl::sleeping: kAwake, or the peer the owner sleeps until it publishes, plus one.
+  static constexpr uint32_t kAwake = 0;
+  static uint32_t sleeping_on(int peer) { return static_cast<uint32_t>(peer) + 1; }
   WindowHeader& header(int r) const { return region_->header(r, window_); }
   bool seen(int peer, uint64_t word) {
     uint64_t& s = seen_[static_cast<size_t>(peer)];
@@ -133,7 +139,7 @@ class RegionPort {
     return s >= word;
   }
   template <class Ready>
-  bool arm_until(Waiter& waiter, const Ready& ready);
+  bool arm_until(Waiter& waiter, int peer, const Ready& ready);
   void notify() noexcept;
 
   std::unique_ptr<SharedRegion> region_;
