@@ -1,7 +1,7 @@
 // The cost model's processor part: ranks that share a machine's cores (more of them than cores)
 // pay the machine's processor time per step, a receive from a peer heard from before, an
-// exchange, a forwarded chunk and a wait on a peer's flag in the shared region a hand-over per
-// rank of a core, a call its skew once; a link
+// exchange and a forwarded chunk a hand-over per rank of a core, a wait on a peer's flag in
+// the shared region one per other rank of a core, a call its skew once; a link
 // that takes bursts faster than it sustains holds an operation's bytes to its sustained rate,
 // directions taking turns regain only its burst, and a forwarded slice beyond the burst goes at
 // the sustained rate; the calibration's arithmetic and fit; and the symmetric forms against
@@ -337,29 +337,34 @@ TEST(TunerContention, CalibrationRoundsGiveTheThreeFigures) {
 }
 
 // shm-direct's steps wait on a peer's flag in the shared region: on a contended machine that
-// peer must have run since, as for a chained receive, so such a step pays a hand-over per rank
-// of a core; a step of the rank's own work alone (publishing) does not.
-TEST(TunerContention, AWaitOnAPeersFlagPaysAHandOverPerRankOfACore) {
-  schedule::Topology topo;
-  topo.host_of_rank = {0, 0, 0, 0};
-  const std::vector<int> one_machine(4, 0);
-  const LinkView links{&topo, LinkView::Force::none, &one_machine};
-  std::vector<RankSchedule> ranks(4);
-  for (int r = 0; r < 4; ++r) {
-    auto& steps = ranks[static_cast<size_t>(r)].steps;
-    steps.push_back({{schedule::publish()}});
-    steps.push_back({{schedule::wait_flag((r + 1) % 4, 1)}});
-    steps.push_back({{schedule::wait_flag((r + 3) % 4, 2)}});
+// peer must have run since, as for a chained receive, but the waiter gives its core away at
+// once, so such a step pays a hand-over per other rank of a core (one where two ranks share a
+// core, three where four do); a step of the rank's own work alone (publishing) does not.
+TEST(TunerContention, AWaitOnAPeersFlagPaysAHandOverPerOtherRankOfACore) {
+  for (const int n : {4, 8}) {
+    schedule::Topology topo;
+    topo.host_of_rank.assign(static_cast<size_t>(n), 0);
+    const std::vector<int> one_machine(static_cast<size_t>(n), 0);
+    const LinkView links{&topo, LinkView::Force::none, &one_machine};
+    std::vector<RankSchedule> ranks(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      auto& steps = ranks[static_cast<size_t>(r)].steps;
+      steps.push_back({{schedule::publish()}});
+      steps.push_back({{schedule::wait_flag((r + 1) % n, 1)}});
+      steps.push_back({{schedule::wait_flag((r + n - 1) % n, 2)}});
+    }
+    CostModel m = round_model(2);
+    m.shm.handoff = 0;
+    const double without = tuner::predict_schedules(ranks, n, links, m).seconds;
+    m.shm.handoff = 2e-6;
+    // Two steps wait on a flag, each n / 2 - 1 hand-overs of 2 us.
+    EXPECT_NEAR(tuner::predict_schedules(ranks, n, links, m).seconds - without, 2 * (n / 2 - 1) * 2e-6, 1e-12) << n;
+    // Cores enough for every rank: no hand-over.
+    EXPECT_NEAR(tuner::predict_schedules(ranks, n, links, round_model(n)).seconds,
+                tuner::predict_schedules(ranks, n, links, [&] { CostModel u = round_model(n); u.shm.handoff = 2e-6; return u; }()).seconds,
+                1e-12)
+        << n;
   }
-  CostModel m = round_model(2);
-  m.shm.handoff = 0;
-  const double without = tuner::predict_schedules(ranks, 4, links, m).seconds;
-  m.shm.handoff = 2e-6;
-  // Two steps wait on a flag, two ranks a core: 2 x 2 x 2 us.
-  EXPECT_NEAR(tuner::predict_schedules(ranks, 4, links, m).seconds - without, 8e-6, 1e-12);
-  // Cores enough for every rank: no hand-over.
-  EXPECT_NEAR(tuner::predict_schedules(ranks, 4, links, round_model(4)).seconds,
-              tuner::predict_schedules(ranks, 4, links, [&] { CostModel u = round_model(4); u.shm.handoff = 2e-6; return u; }()).seconds, 1e-12);
 }
 
 // A Broadcast's chain back to back on 8 ranks of one host of 2 cores: while the ring holds many

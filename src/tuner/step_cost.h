@@ -13,7 +13,7 @@
 //    processor time of all of them in that step over the cores, and a step that waits for a
 //    peer it heard from before a hand-over per rank of a core on top: the peer sends once those
 //    ahead of it on its core have had their turn (a step waiting on a peer's flag in the shared
-//    region likewise: predict.cc). A step that exchanges with its peer waits the
+//    region one per other rank of a core: predict.cc). A step that exchanges with its peer waits the
 //    same one turn: on the lab's 8 ranks of 2 cores, while waits on TCP links slept at once,
 //    steps of 64 B of the ring, halving-doubling and recursive doubling cost alike (about
 //    37 us), beside about 93 us a call (fit_contended_step fits the hand-over and that skew
