@@ -106,12 +106,13 @@ void alltoallv_job(int ranks) {
 // default before they shrank with every pair in mind, would have taken 32 GiB). One test for
 // the three jobs, so that they never run at once.
 //
-// The sanitizer runs (HOOP_TEST_SCALE=small, set by `make test-asan`) start 256, 128 and 48
-// (1 MiB rings, 2.2 GiB of them): an ASan
-// rank takes about 3.5 times a release rank's memory (55 against 13-16 MiB resident; 84 MiB with
-// shm-direct's region mapped), and 512 of them use up a 24 GiB machine.
+// The sanitizer runs (HOOP_TEST_SCALE=small, set by `make test-asan`) start 128, 64 and 32
+// ranks, still more than the other suites run: an ASan rank takes about 3.5 times a release
+// rank's memory (55 against 13-16 MiB resident; 84 MiB with shm-direct's region mapped), and 512
+// of them use up a 24 GiB machine; with 256, 128 and 48 the test took 108-180 s of the ASan
+// stage's 750-890.
 TEST(BootstrapScale, FiveHundredTwelveRanksStartAndRun) {
-  const int ranks = test::small_scale() ? 256 : 512;
+  const int ranks = test::small_scale() ? 128 : 512;
   const ToolResult r = startup_job(ranks, {"HOOP_ALGO=allreduce:tree,barrier:dissemination,broadcast:tree"});
   const uint64_t requests = served_requests(r.err);
   EXPECT_GT(requests, 0u) << r.err;
@@ -119,8 +120,8 @@ TEST(BootstrapScale, FiveHundredTwelveRanksStartAndRun) {
   // revoke watch's connection (HELLO), parked wait, and the set that ends it.
   EXPECT_LE(requests, 13u * static_cast<uint64_t>(ranks) + 4) << "store requests per rank grew with N";
 
-  startup_job(test::small_scale() ? 128 : 512, {});
-  alltoallv_job(test::small_scale() ? 48 : 256);
+  startup_job(test::small_scale() ? 64 : 512, {});
+  alltoallv_job(test::small_scale() ? 32 : 256);
 }
 
 // The peers a rank's links lead to, from its statistics.
