@@ -378,6 +378,7 @@ class Evaluator {
     // 1 KiB shm-direct AllReduce 36 us against 12-15 measured, and at 64 KiB 79 against 31-42,
     // above the leaders' 62, which took 65-96.)
     const Contention& c = machine->second.contention;
+    // contended_price charges its handoff once per rank of a core: (R - 1) / R of one here.
     const double region_handoff = sp.waits_on_peer_flag ? m_.shm.handoff * (c.ranks_per_core - 1) / c.ranks_per_core : 0.0;
     const double handoff = std::max(chained_handoff(r, k), region_handoff);
     return contended_price(price, machine_demand(machine->second, k), handoff, c);
